@@ -1,0 +1,15 @@
+# Finds dtrain's dependencies. Shared by the build tree and the installed dtrainConfig.cmake
+# (which uses find_dependency through the DTRAIN_FIND macro).
+if(NOT COMMAND dtrain_find)
+  macro(dtrain_find)
+    find_package(${ARGV} REQUIRED)
+  endmacro()
+endif()
+set(BLA_VENDOR OpenBLAS)
+dtrain_find(MPI COMPONENTS CXX)
+dtrain_find(Threads)
+dtrain_find(ZLIB)
+dtrain_find(xtl)
+dtrain_find(xtensor)
+dtrain_find(BLAS)
+dtrain_find(xtensor-blas)

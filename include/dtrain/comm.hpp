@@ -1,0 +1,6 @@
+#pragma once
+
+/// @file
+/// Communicator policies: how ranks move buffers.
+
+#include <dtrain/comm/communicator.hpp>

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include <mpi.h>
+
+#include <dtrain/core/span.hpp>
+
+namespace dtrain {
+
+/// The Communicator concept: how ranks move buffers. Communicators know nothing of layers or models.
+/// A type `Comm` models it when it provides:
+///
+/// | member | meaning |
+/// |---|---|
+/// | `explicit Comm(MPI_Comm comm)` | uses (a duplicate of) `comm`; never initialises or finalises MPI |
+/// | `int rank() const`, `int size() const` | this rank and the number of ranks |
+/// | `MPI_Comm mpi_comm() const` | the underlying communicator |
+/// | `template <class T> void broadcast(Span<T> data, int root)` | every rank ends with root's values (exact) |
+/// | `template <class T> void allreduce_sum(Span<T> data)` | in-place element-wise sum over ranks |
+/// | `using Request = ...;` | a movable handle of one nonblocking all-reduce |
+/// | `template <class T> Request iallreduce_sum(Span<T> data)` | starts an in-place sum; `data` must not be touched until it completes |
+/// | `bool test(Request&)` | advances the operation; true once complete |
+/// | `void wait(Request&)` | blocks until complete |
+/// | `void barrier()` | synchronises all ranks |
+///
+/// The result of allreduce_sum must be bitwise identical on every rank. is_communicator_v checks the
+/// concept for float buffers.
+template <class Comm, class = void>
+struct is_communicator : std::false_type {};
+
+/// Specialisation that detects every member of the Communicator concept.
+template <class Comm>
+struct is_communicator<
+    Comm, std::void_t<typename Comm::Request, decltype(std::declval<const Comm&>().rank()),
+                      decltype(std::declval<const Comm&>().size()),
+                      decltype(std::declval<const Comm&>().mpi_comm()),
+                      decltype(std::declval<Comm&>().broadcast(std::declval<Span<float>>(), 0)),
+                      decltype(std::declval<Comm&>().allreduce_sum(std::declval<Span<float>>())),
+                      decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<float>>())),
+                      decltype(std::declval<Comm&>().test(std::declval<typename Comm::Request&>())),
+                      decltype(std::declval<Comm&>().wait(std::declval<typename Comm::Request&>())),
+                      decltype(std::declval<Comm&>().barrier())>>
+    : std::bool_constant<std::is_constructible_v<Comm, MPI_Comm> &&
+                         std::is_same_v<decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<float>>())),
+                                        typename Comm::Request>> {};
+
+/// True when Comm models the Communicator concept.
+template <class Comm>
+inline constexpr bool is_communicator_v = is_communicator<Comm>::value;
+
+}  // namespace dtrain

@@ -1,0 +1,11 @@
+#pragma once
+
+/// @file
+/// Core: errors, spans, tensors, random numbers, BLAS and the thin MPI layer.
+
+#include <dtrain/core/blas.hpp>
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
+#include <dtrain/core/tensor.hpp>

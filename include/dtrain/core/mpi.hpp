@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <mpi.h>
+
+#include <dtrain/core/error.hpp>
+
+namespace dtrain {
+
+/// The MPI datatype of T; a static_assert rejects types without one.
+template <class T>
+MPI_Datatype mpi_type() {
+    using U = std::remove_cv_t<T>;
+    if constexpr (std::is_same_v<U, float>) return MPI_FLOAT;
+    else if constexpr (std::is_same_v<U, double>) return MPI_DOUBLE;
+    else if constexpr (std::is_same_v<U, char>) return MPI_CHAR;
+    else if constexpr (std::is_same_v<U, std::int8_t>) return MPI_INT8_T;
+    else if constexpr (std::is_same_v<U, std::uint8_t>) return MPI_UINT8_T;
+    else if constexpr (std::is_same_v<U, std::int32_t>) return MPI_INT32_T;
+    else if constexpr (std::is_same_v<U, std::uint32_t>) return MPI_UINT32_T;
+    else if constexpr (std::is_same_v<U, std::int64_t>) return MPI_INT64_T;
+    else if constexpr (std::is_same_v<U, std::uint64_t>) return MPI_UINT64_T;
+    else if constexpr (std::is_same_v<U, long long>) return MPI_LONG_LONG;
+    else if constexpr (std::is_same_v<U, unsigned long long>) return MPI_UNSIGNED_LONG_LONG;
+    else static_assert(!sizeof(U), "dtrain::mpi_type: no MPI datatype for this type");
+}
+
+namespace detail {
+
+/// Throws dtrain::Error "<call> failed: <MPI error string>" when `code` is not MPI_SUCCESS.
+inline void mpi_check(int code, const char* call) {
+    if (code == MPI_SUCCESS) return;
+    char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) len = 0;
+    throw Error(std::string(call) + " failed: " + std::string(buf, static_cast<std::size_t>(len)));
+}
+
+}  // namespace detail
+
+/// Runs an MPI call and throws dtrain::Error naming the call and MPI's error string when it fails.
+/// Requires MPI_ERRORS_RETURN on the communicator involved for errors to reach here (dtrain sets it).
+#define DTRAIN_MPI_CHECK(call) ::dtrain::detail::mpi_check((call), #call)
+
+}  // namespace dtrain

@@ -1,0 +1,4 @@
+#pragma once
+
+/// @file
+/// Data sets, readers, batching and sharding across ranks.

@@ -1,0 +1,4 @@
+#pragma once
+
+/// @file
+/// Distributed training: DistOptimizer and its communicator policies.

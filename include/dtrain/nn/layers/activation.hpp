@@ -1,0 +1,84 @@
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+namespace detail {
+
+/// An elementwise activation layer; `Fn` provides static `name()`, `f(x)` and `df(x, y)` (the derivative
+/// expressed through the input x and the output y = f(x)).
+template <class T, class Fn>
+class Elementwise final : public Layer<T> {
+public:
+    std::string name() const override { return Fn::name(); }
+    Shape output_shape(const Shape& input) const override { return input; }
+
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
+        ensure_shape(out, in.shape());
+        const T* x = in.data();
+        T* y = out.data();
+        const std::size_t n = in.size();
+        for (std::size_t i = 0; i < n; ++i) y[i] = Fn::f(x[i]);
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>& out, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        if (!need_grad_in) return;
+        ensure_shape(grad_in, in.shape());
+        const T* x = in.data();
+        const T* y = out.data();
+        const T* g = grad_out.data();
+        T* d = grad_in.data();
+        const std::size_t n = in.size();
+        for (std::size_t i = 0; i < n; ++i) d[i] = g[i] * Fn::df(x[i], y[i]);
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Elementwise>(); }
+};
+
+struct ReluFn {
+    static std::string name() { return "ReLU"; }
+    template <class T>
+    static T f(T x) { return x > T(0) ? x : T(0); }
+    template <class T>
+    static T df(T x, T) { return x > T(0) ? T(1) : T(0); }
+};
+
+struct SigmoidFn {
+    static std::string name() { return "Sigmoid"; }
+    template <class T>
+    static T f(T x) { return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)); }
+    template <class T>
+    static T df(T, T y) { return y * (T(1) - y); }
+};
+
+struct TanhFn {
+    static std::string name() { return "Tanh"; }
+    template <class T>
+    static T f(T x) { return std::tanh(x); }
+    template <class T>
+    static T df(T, T y) { return T(1) - y * y; }
+};
+
+}  // namespace detail
+
+/// Rectified linear unit, max(x, 0), elementwise; any input shape.
+template <class T = float>
+using ReLU = detail::Elementwise<T, detail::ReluFn>;
+
+/// Logistic sigmoid 1 / (1 + exp(-x)), elementwise and overflow-safe; any input shape.
+template <class T = float>
+using Sigmoid = detail::Elementwise<T, detail::SigmoidFn>;
+
+/// Hyperbolic tangent, elementwise; any input shape.
+template <class T = float>
+using Tanh = detail::Elementwise<T, detail::TanhFn>;
+
+}  // namespace dtrain

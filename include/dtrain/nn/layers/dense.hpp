@@ -1,0 +1,94 @@
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <dtrain/core/blas.hpp>
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/init.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+/// Fully connected layer: out = in * W^T + b, with W of shape [out_features, in_features] (PyTorch's
+/// Linear layout) followed by b in the flat buffer. Input must be [batch, in_features] (use Flatten
+/// first for images). Weights are initialised by `init` (default Glorot uniform), biases to zero.
+template <class T = float>
+class Dense final : public Layer<T> {
+public:
+    /// A layer mapping `in_features` to `out_features`; both must be positive.
+    Dense(std::size_t in_features, std::size_t out_features, Init init = Init::GlorotUniform)
+        : in_(in_features), out_(out_features), init_(init) {
+        DTRAIN_CHECK(in_ > 0 && out_ > 0, "Dense: in_features and out_features must be positive, got (", in_,
+                     ", ", out_, ")");
+    }
+
+    std::string name() const override { return detail::concat("Dense(", in_, ", ", out_, ")"); }
+
+    Shape output_shape(const Shape& input) const override {
+        DTRAIN_CHECK(input.size() == 1 && input[0] == in_, name(), ": expected input of shape [batch, ", in_,
+                     "] but got [batch, ", detail::shape_str(input).substr(1),
+                     input.size() == 1 ? "" : " (add Flatten before Dense)");
+        return {out_};
+    }
+
+    std::size_t num_params() const override { return out_ * in_ + out_; }
+
+    void bind(T* params, T* grads, T*) override {
+        w_ = params;
+        b_ = params + out_ * in_;
+        dw_ = grads;
+        db_ = grads + out_ * in_;
+    }
+
+    void init_params(Rng& rng) override {
+        init_weights(w_, out_ * in_, init_, in_, out_, rng);
+        std::fill(b_, b_ + out_, T(0));
+    }
+
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
+        if (in.dimension() != 2 || in.shape()[1] != in_) detail::check_batch_shape(in, {in_}, name());
+        const std::size_t n = in.shape()[0];
+        ensure_shape(out, std::array<std::size_t, 2>{n, out_});
+        T* o = out.data();
+        for (std::size_t r = 0; r < n; ++r) std::copy(b_, b_ + out_, o + r * out_);
+        detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        const std::size_t n = in.shape()[0];
+        const T* g = grad_out.data();
+        // dW += g^T * in ; db += column sums of g
+        detail::gemm(true, false, out_, in_, n, T(1), g, out_, in.data(), in_, T(1), dw_, in_);
+        for (std::size_t r = 0; r < n; ++r) {
+            const T* gr = g + r * out_;
+            for (std::size_t j = 0; j < out_; ++j) db_[j] += gr[j];
+        }
+        if (need_grad_in) {
+            ensure_shape(grad_in, in.shape());
+            detail::gemm(false, false, n, in_, out_, T(1), g, out_, w_, in_, T(0), grad_in.data(), in_);
+        }
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
+
+    /// Weight matrix view [out_features, in_features] (valid once bound to a model).
+    TensorView<T, 2> weight() { return make_view<T, 2>(w_, {out_, in_}); }
+    /// Bias view [out_features].
+    TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
+
+private:
+    std::size_t in_, out_;
+    Init init_;
+    T* w_ = nullptr;
+    T* b_ = nullptr;
+    T* dw_ = nullptr;
+    T* db_ = nullptr;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+
+namespace dtrain {
+
+/// Softmax fused with cross-entropy, averaged over the batch. Numerically stable (log-sum-exp).
+/// Takes logits [batch, classes] and either integer labels in [0, classes) or one-hot / probability
+/// targets of the logits' shape. compute() returns the mean loss and writes dLoss/dlogits into `grad`
+/// (softmax - target) / batch. Throws on a label out of range, mismatched shapes, or a NaN/infinite loss.
+template <class T = float>
+class SoftmaxCrossEntropy {
+public:
+    /// Loss and gradient for integer labels.
+    T compute(const Tensor<T>& logits, const Labels& labels, Tensor<T>& grad) const {
+        const auto [n, c] = dims(logits);
+        DTRAIN_CHECK(labels.size() == n, "SoftmaxCrossEntropy: ", n, " logits rows but ", labels.size(),
+                     " labels");
+        ensure_shape(grad, logits.shape());
+        double total = 0.0;
+        for (std::size_t r = 0; r < n; ++r) {
+            const auto y = labels(r);
+            DTRAIN_CHECK(y >= 0 && std::size_t(y) < c, "SoftmaxCrossEntropy: label ", y, " at row ", r,
+                         " is outside the class range [0, ", c, ")");
+            const double lse = softmax_row(logits.data() + r * c, grad.data() + r * c, c, n);
+            total += lse - double(logits.data()[r * c + std::size_t(y)]);
+            grad.data()[r * c + std::size_t(y)] -= T(1) / T(n);
+        }
+        return finish(total, n);
+    }
+
+    /// Loss and gradient for one-hot (or probability) targets of the logits' shape.
+    T compute(const Tensor<T>& logits, const Tensor<T>& targets, Tensor<T>& grad) const {
+        const auto [n, c] = dims(logits);
+        DTRAIN_CHECK(targets.shape() == logits.shape(), "SoftmaxCrossEntropy: targets of shape ",
+                     detail::shape_str(targets.shape()), " do not match logits of shape ",
+                     detail::shape_str(logits.shape()));
+        ensure_shape(grad, logits.shape());
+        double total = 0.0;
+        for (std::size_t r = 0; r < n; ++r) {
+            const T* z = logits.data() + r * c;
+            const T* t = targets.data() + r * c;
+            T* g = grad.data() + r * c;
+            const double lse = softmax_row(z, g, c, n);
+            for (std::size_t j = 0; j < c; ++j) {
+                total += double(t[j]) * (lse - double(z[j]));
+                g[j] -= t[j] / T(n);
+            }
+        }
+        return finish(total, n);
+    }
+
+    /// Mean loss only (no gradient), for evaluation.
+    T value(const Tensor<T>& logits, const Labels& labels) const {
+        const auto [n, c] = dims(logits);
+        DTRAIN_CHECK(labels.size() == n, "SoftmaxCrossEntropy: ", n, " logits rows but ", labels.size(),
+                     " labels");
+        double total = 0.0;
+        for (std::size_t r = 0; r < n; ++r) {
+            const T* z = logits.data() + r * c;
+            const auto y = labels(r);
+            DTRAIN_CHECK(y >= 0 && std::size_t(y) < c, "SoftmaxCrossEntropy: label ", y, " at row ", r,
+                         " is outside the class range [0, ", c, ")");
+            const T m = *std::max_element(z, z + c);
+            double s = 0.0;
+            for (std::size_t j = 0; j < c; ++j) s += std::exp(double(z[j] - m));
+            total += double(m) + std::log(s) - double(z[std::size_t(y)]);
+        }
+        return finish(total, n);
+    }
+
+private:
+    static std::pair<std::size_t, std::size_t> dims(const Tensor<T>& logits) {
+        DTRAIN_CHECK(logits.dimension() == 2 && logits.shape()[0] > 0 && logits.shape()[1] > 0,
+                     "SoftmaxCrossEntropy: expected logits of shape [batch, classes] but got ",
+                     detail::shape_str(logits.shape()));
+        return {logits.shape()[0], logits.shape()[1]};
+    }
+    // Writes softmax(z) / n into g and returns log-sum-exp(z).
+    static double softmax_row(const T* z, T* g, std::size_t c, std::size_t n) {
+        const T m = *std::max_element(z, z + c);
+        double s = 0.0;
+        for (std::size_t j = 0; j < c; ++j) {
+            const T e = std::exp(z[j] - m);
+            g[j] = e;
+            s += double(e);
+        }
+        const T scale = T(1.0 / (s * double(n)));
+        for (std::size_t j = 0; j < c; ++j) g[j] *= scale;
+        return double(m) + std::log(s);
+    }
+    static T finish(double total, std::size_t n) {
+        const double loss = total / double(n);
+        DTRAIN_CHECK(std::isfinite(loss), "SoftmaxCrossEntropy: loss is ", loss,
+                     " (non-finite); check the learning rate and the inputs");
+        return T(loss);
+    }
+};
+
+}  // namespace dtrain

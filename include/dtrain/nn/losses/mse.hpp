@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+
+namespace dtrain {
+
+/// Mean squared error over all elements (PyTorch's MSELoss with reduction='mean'):
+/// L = sum((out - target)^2) / (batch * width). With integer labels the target is the one-hot encoding
+/// (the L2 loss of the Go report). compute() returns L and writes dL/dout into `grad`. Throws on
+/// mismatched shapes, a label out of range, or a NaN/infinite loss.
+template <class T = float>
+class MeanSquaredError {
+public:
+    /// Loss and gradient against explicit targets of the output's shape.
+    T compute(const Tensor<T>& out, const Tensor<T>& targets, Tensor<T>& grad) const {
+        DTRAIN_CHECK(targets.shape() == out.shape(), "MeanSquaredError: targets of shape ",
+                     detail::shape_str(targets.shape()), " do not match outputs of shape ",
+                     detail::shape_str(out.shape()));
+        DTRAIN_CHECK(out.size() > 0, "MeanSquaredError: empty output");
+        ensure_shape(grad, out.shape());
+        const std::size_t n = out.size();
+        const T scale = T(2) / T(n);
+        double total = 0.0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const T d = out.data()[i] - targets.data()[i];
+            total += double(d) * double(d);
+            grad.data()[i] = scale * d;
+        }
+        return finish(total, n);
+    }
+
+    /// Loss and gradient against the one-hot encoding of integer labels; output must be [batch, classes].
+    T compute(const Tensor<T>& out, const Labels& labels, Tensor<T>& grad) const {
+        DTRAIN_CHECK(out.dimension() == 2 && out.shape()[0] == labels.size() && out.size() > 0,
+                     "MeanSquaredError: expected outputs [", labels.size(), ", classes] for ", labels.size(),
+                     " labels but got ", detail::shape_str(out.shape()));
+        ensure_shape(grad, out.shape());
+        const std::size_t rows = out.shape()[0], c = out.shape()[1], n = out.size();
+        const T scale = T(2) / T(n);
+        double total = 0.0;
+        for (std::size_t r = 0; r < rows; ++r) {
+            const auto y = labels(r);
+            DTRAIN_CHECK(y >= 0 && std::size_t(y) < c, "MeanSquaredError: label ", y, " at row ", r,
+                         " is outside the class range [0, ", c, ")");
+            for (std::size_t j = 0; j < c; ++j) {
+                const T d = out.data()[r * c + j] - (j == std::size_t(y) ? T(1) : T(0));
+                total += double(d) * double(d);
+                grad.data()[r * c + j] = scale * d;
+            }
+        }
+        return finish(total, n);
+    }
+
+private:
+    static T finish(double total, std::size_t n) {
+        const double loss = total / double(n);
+        DTRAIN_CHECK(std::isfinite(loss), "MeanSquaredError: loss is ", loss,
+                     " (non-finite); check the learning rate and the inputs");
+        return T(loss);
+    }
+};
+
+}  // namespace dtrain

@@ -1,0 +1,280 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+/// Where one layer's values sit in a model's flat buffers: [offset, offset + size).
+struct Range {
+    /// First element.
+    std::size_t offset = 0;
+    /// Number of elements.
+    std::size_t size = 0;
+};
+
+/// A sequential model: an ordered list of layers whose parameters live in ONE contiguous flat buffer,
+/// gradients in a second buffer of the same layout and non-trainable state in a third. Layers hold views
+/// into them, so all-reduce, broadcast, sharding and checkpointing each move one buffer.
+///
+/// Layers are appended with add(); each new layer's shape is checked against the previous output and its
+/// parameters are initialised from the model's seeded generator, so a seed fixes the initial model.
+/// Copying or moving a model rebinds every view to the new buffers.
+///
+/// @tparam T float or double.
+template <class T = float>
+class Model {
+    static_assert(std::is_floating_point_v<T>, "dtrain::Model<T>: T must be float or double");
+
+public:
+    /// Hook called during backward() with the index of a layer once its gradient slice is final.
+    using GradReadyHook = std::function<void(std::size_t layer)>;
+
+    /// An empty model taking samples of shape `input_shape`; parameters are initialised from `seed`.
+    explicit Model(Shape input_shape, std::uint64_t seed = 0) : input_shape_(std::move(input_shape)), rng_(seed) {
+        DTRAIN_CHECK(!input_shape_.empty() && shape_size(input_shape_) > 0,
+                     "Model: input shape must be non-empty with no zero dimension, got ",
+                     detail::shape_str(input_shape_));
+    }
+
+    /// Deep copy: clones the layers, copies the three buffers and rebinds the views.
+    Model(const Model& other)
+        : input_shape_(other.input_shape_),
+          shapes_(other.shapes_),
+          param_ranges_(other.param_ranges_),
+          state_ranges_(other.state_ranges_),
+          params_(other.params_),
+          grads_(other.grads_),
+          state_(other.state_),
+          rng_(other.rng_),
+          training_(other.training_) {
+        for (const auto& l : other.layers_) layers_.push_back(l->clone());
+        acts_.resize(layers_.size() + 1);
+        dacts_.resize(layers_.size() + 1);
+        rebind();
+    }
+
+    /// Move: takes the buffers and layers and rebinds the views (vector moves keep addresses, but rebinding
+    /// keeps the invariant explicit).
+    Model(Model&& other) noexcept
+        : input_shape_(std::move(other.input_shape_)),
+          layers_(std::move(other.layers_)),
+          shapes_(std::move(other.shapes_)),
+          param_ranges_(std::move(other.param_ranges_)),
+          state_ranges_(std::move(other.state_ranges_)),
+          params_(std::move(other.params_)),
+          grads_(std::move(other.grads_)),
+          state_(std::move(other.state_)),
+          acts_(std::move(other.acts_)),
+          dacts_(std::move(other.dacts_)),
+          rng_(other.rng_),
+          training_(other.training_) {
+        rebind();
+    }
+
+    /// Copy assignment (copy-and-swap).
+    Model& operator=(const Model& other) {
+        if (this != &other) {
+            Model tmp(other);
+            *this = std::move(tmp);
+        }
+        return *this;
+    }
+
+    /// Move assignment; rebinds the views.
+    Model& operator=(Model&& other) noexcept {
+        input_shape_ = std::move(other.input_shape_);
+        layers_ = std::move(other.layers_);
+        shapes_ = std::move(other.shapes_);
+        param_ranges_ = std::move(other.param_ranges_);
+        state_ranges_ = std::move(other.state_ranges_);
+        params_ = std::move(other.params_);
+        grads_ = std::move(other.grads_);
+        state_ = std::move(other.state_);
+        acts_ = std::move(other.acts_);
+        dacts_ = std::move(other.dacts_);
+        rng_ = other.rng_;
+        training_ = other.training_;
+        hook_ = nullptr;
+        input_ = nullptr;
+        rebind();
+        return *this;
+    }
+
+    ~Model() = default;
+
+    /// Appends a layer (taken by value, e.g. model.add(Dense<float>(4, 30))). Checks its input shape,
+    /// grows the flat buffers (existing values are kept), rebinds all views and initialises the new layer.
+    template <class L, class = std::enable_if_t<std::is_base_of_v<Layer<T>, std::decay_t<L>>>>
+    Model& add(L&& layer) {
+        return add(std::unique_ptr<Layer<T>>(new std::decay_t<L>(std::forward<L>(layer))));
+    }
+
+    /// Appends a heap-allocated layer; see add(L&&).
+    Model& add(std::unique_ptr<Layer<T>> layer) {
+        DTRAIN_CHECK(layer != nullptr, "Model::add: null layer");
+        const Shape& in = output_shape();
+        Shape out = layer->output_shape(in);
+        const Range pr{params_.size(), layer->num_params()};
+        const Range sr{state_.size(), layer->num_state()};
+        params_.resize(pr.offset + pr.size, T(0));
+        grads_.resize(pr.offset + pr.size, T(0));
+        state_.resize(sr.offset + sr.size, T(0));
+        layers_.push_back(std::move(layer));
+        shapes_.push_back(std::move(out));
+        param_ranges_.push_back(pr);
+        state_ranges_.push_back(sr);
+        acts_.resize(layers_.size() + 1);
+        dacts_.resize(layers_.size() + 1);
+        rebind();
+        layers_.back()->init_params(rng_);
+        return *this;
+    }
+
+    /// Runs the batch `x` (shape {batch, input_shape...}) through every layer and returns the output.
+    /// `x` must stay alive and unchanged until backward(). Throws when the model is empty or `x` has the
+    /// wrong shape.
+    const Tensor<T>& forward(const Tensor<T>& x) {
+        DTRAIN_CHECK(!layers_.empty(), "Model::forward: the model has no layers");
+        detail::check_batch_shape(x, input_shape_, "Model::forward");
+        input_ = &x;
+        const Tensor<T>* in = &x;
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            layers_[i]->forward(*in, acts_[i + 1], training_);
+            in = &acts_[i + 1];
+        }
+        return acts_.back();
+    }
+
+    /// Back-propagates `grad_output` (dLoss/doutput of the last forward()), ADDING parameter gradients
+    /// into gradients(). Layers run last to first; after layer i is done the grad-ready hook, if set, is
+    /// called with i. Returns dLoss/dinput only if `need_input_grad`, otherwise an empty tensor.
+    const Tensor<T>& backward(const Tensor<T>& grad_output, bool need_input_grad = false) {
+        DTRAIN_CHECK(input_ != nullptr, "Model::backward: call forward() first");
+        DTRAIN_CHECK(grad_output.shape() == acts_.back().shape(), "Model::backward: gradient of shape ",
+                     detail::shape_str(grad_output.shape()), " does not match the output shape ",
+                     detail::shape_str(acts_.back().shape()));
+        const Tensor<T>* g = &grad_output;
+        for (std::size_t i = layers_.size(); i-- > 0;) {
+            const Tensor<T>& in = i == 0 ? *input_ : acts_[i];
+            const bool need = i > 0 || need_input_grad;
+            layers_[i]->backward(in, acts_[i + 1], *g, dacts_[i], need);
+            if (hook_) hook_(i);
+            g = &dacts_[i];
+        }
+        return dacts_[0];
+    }
+
+    /// Sets every gradient to zero.
+    void zero_grad() { std::fill(grads_.begin(), grads_.end(), T(0)); }
+
+    /// Flat view of all parameters (layer 0 first).
+    Span<T> parameters() { return {params_.data(), params_.size()}; }
+    /// Read-only flat view of all parameters.
+    Span<const T> parameters() const { return {params_.data(), params_.size()}; }
+    /// Flat view of all gradients, same layout as parameters().
+    Span<T> gradients() { return {grads_.data(), grads_.size()}; }
+    /// Read-only flat view of all gradients.
+    Span<const T> gradients() const { return {grads_.data(), grads_.size()}; }
+    /// Flat view of the non-trainable state (BatchNorm running statistics).
+    Span<T> state() { return {state_.data(), state_.size()}; }
+    /// Read-only flat view of the non-trainable state.
+    Span<const T> state() const { return {state_.data(), state_.size()}; }
+
+    /// Total number of trainable parameters.
+    std::size_t num_parameters() const { return params_.size(); }
+    /// Number of layers.
+    std::size_t num_layers() const { return layers_.size(); }
+    /// Layer `i` (checked).
+    Layer<T>& layer(std::size_t i) {
+        DTRAIN_CHECK(i < layers_.size(), "Model::layer: index ", i, " out of range (", layers_.size(), " layers)");
+        return *layers_[i];
+    }
+    /// Where layer i's parameters and gradients sit in the flat buffers.
+    const std::vector<Range>& parameter_ranges() const { return param_ranges_; }
+    /// Where layer i's non-trainable state sits in the state buffer.
+    const std::vector<Range>& state_ranges() const { return state_ranges_; }
+    /// Per-sample input shape.
+    const Shape& input_shape() const { return input_shape_; }
+    /// Per-sample output shape (the input shape while the model is empty).
+    const Shape& output_shape() const { return shapes_.empty() ? input_shape_ : shapes_.back(); }
+    /// Per-sample output shape of layer i.
+    const Shape& layer_output_shape(std::size_t i) const { return shapes_.at(i); }
+
+    /// Training mode: dropout active, BatchNorm uses and updates batch statistics.
+    void train() { training_ = true; }
+    /// Evaluation mode: dropout is the identity, BatchNorm uses running statistics.
+    void eval() { training_ = false; }
+    /// True in training mode.
+    bool training() const { return training_; }
+
+    /// Installs (or clears, with nullptr) the hook backward() calls as each layer's gradients are final.
+    void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+
+    /// The generator used to initialise layers (also usable for seeded dropout masks).
+    Rng& rng() { return rng_; }
+
+    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals.
+    void summary(std::ostream& os) const {
+        os << std::left << std::setw(28) << "Layer" << std::setw(22) << "Output shape" << std::right
+           << std::setw(12) << "Params" << '\n'
+           << std::string(62, '-') << '\n';
+        os << std::left << std::setw(28) << "Input" << std::setw(22)
+           << ("[batch, " + detail::shape_str(input_shape_).substr(1)) << std::right << std::setw(12) << 0
+           << '\n';
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            os << std::left << std::setw(28) << layers_[i]->name() << std::setw(22)
+               << ("[batch, " + detail::shape_str(shapes_[i]).substr(1)) << std::right << std::setw(12)
+               << param_ranges_[i].size << '\n';
+        }
+        os << std::string(62, '=') << '\n'
+           << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
+    }
+
+    /// summary() as a string.
+    std::string summary() const {
+        std::ostringstream os;
+        summary(os);
+        return os.str();
+    }
+
+private:
+    void rebind() {
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            layers_[i]->bind(params_.data() + param_ranges_[i].offset, grads_.data() + param_ranges_[i].offset,
+                             state_.data() + state_ranges_[i].offset);
+        }
+    }
+
+    Shape input_shape_;
+    std::vector<std::unique_ptr<Layer<T>>> layers_;
+    std::vector<Shape> shapes_;
+    std::vector<Range> param_ranges_;
+    std::vector<Range> state_ranges_;
+    std::vector<T> params_;
+    std::vector<T> grads_;
+    std::vector<T> state_;
+    std::vector<Tensor<T>> acts_;   // acts_[i + 1] = output of layer i
+    std::vector<Tensor<T>> dacts_;  // dacts_[i] = gradient w.r.t. input of layer i
+    const Tensor<T>* input_ = nullptr;
+    Rng rng_;
+    bool training_ = true;
+    GradReadyHook hook_;
+};
+
+}  // namespace dtrain

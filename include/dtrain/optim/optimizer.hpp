@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <dtrain/core/span.hpp>
+
+namespace dtrain {
+
+/// The Optimizer concept. A type `Opt` models it when it provides:
+///
+/// | member | meaning |
+/// |---|---|
+/// | `using value_type = T;` | element type of parameters and gradients (float or double) |
+/// | `void reset(std::size_t n)` | allocates zeroed state for `n` parameters and sets the step count to 0 |
+/// | `void step(Span<T> params, Span<const T> grads)` | one update of `params` in place from `grads`; both have the size given to reset() (the first step() calls reset() itself if needed). Must not allocate after that. |
+/// | `Span<T> state()` | all state as one flat buffer of `state_slots() * n` values: slot k (momentum, Adam's first moment, ...) is [k*n, (k+1)*n), in the parameter layout, so it can be broadcast, sharded and checkpointed like the parameters |
+/// | `std::size_t state_slots() const` | number of per-parameter state slots (0 for plain SGD) |
+/// | `std::uint64_t steps() const`, `void set_steps(std::uint64_t)` | number of steps taken (Adam's bias correction and schedules use it) |
+/// | `double learning_rate() const` | the learning rate the next step() uses (schedule applied) |
+/// | `void set_learning_rate(double)` | sets the base learning rate |
+///
+/// DistOptimizer wraps any model of this concept, including a user's own; is_optimizer_v checks it.
+template <class Opt, class = void>
+struct is_optimizer : std::false_type {};
+
+/// Specialisation that detects every member of the Optimizer concept.
+template <class Opt>
+struct is_optimizer<
+    Opt, std::void_t<typename Opt::value_type,
+                     decltype(std::declval<Opt&>().reset(std::size_t{})),
+                     decltype(std::declval<Opt&>().step(std::declval<Span<typename Opt::value_type>>(),
+                                                        std::declval<Span<const typename Opt::value_type>>())),
+                     decltype(std::declval<Opt&>().state()),
+                     decltype(std::declval<const Opt&>().state_slots()),
+                     decltype(std::declval<const Opt&>().steps()),
+                     decltype(std::declval<Opt&>().set_steps(std::uint64_t{})),
+                     decltype(std::declval<const Opt&>().learning_rate()),
+                     decltype(std::declval<Opt&>().set_learning_rate(0.0))>>
+    : std::bool_constant<std::is_same_v<decltype(std::declval<Opt&>().state()), Span<typename Opt::value_type>>> {};
+
+/// True when Opt models the Optimizer concept.
+template <class Opt>
+inline constexpr bool is_optimizer_v = is_optimizer<Opt>::value;
+
+}  // namespace dtrain

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
+# Idempotent: when everything is present it only checks and returns (no apt-get update).
+# Usage: scripts/install-deps.sh [--plot] [--torch]
+#   --plot   also gnuplot (for scripts/plot)
+#   --torch  also python3-torch (only for the PyTorch comparison benchmark)
+set -euo pipefail
+pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
+      libopenblas-dev zlib1g-dev catch2 dataset-fashion-mnist python3-sklearn)
+for a in "$@"; do
+  case "$a" in
+    --plot) pkgs+=(gnuplot-nox) ;;
+    --torch) pkgs+=(python3-torch) ;;
+    *) echo "install-deps.sh: unknown option '$a' (known: --plot --torch)" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps.sh: installed ${missing[*]}"

@@ -1,0 +1,36 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <dtrain/core/mpi.hpp>
+#include <support/test_utils.hpp>
+
+TEST_CASE("mpi_type maps C++ types to MPI datatypes", "[core][mpi]") {
+    CHECK(dtrain::mpi_type<float>() == MPI_FLOAT);
+    CHECK(dtrain::mpi_type<double>() == MPI_DOUBLE);
+    CHECK(dtrain::mpi_type<std::int32_t>() == MPI_INT32_T);
+    CHECK(dtrain::mpi_type<std::uint64_t>() == MPI_UINT64_T);
+}
+
+TEST_CASE("DTRAIN_MPI_CHECK throws with the call's name and MPI's error string", "[core][mpi]") {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    float x = 1.0f;
+    std::string what;
+    try {
+        DTRAIN_MPI_CHECK(MPI_Bcast(&x, 1, MPI_FLOAT, 9999, comm));  // invalid root
+    } catch (const dtrain::Error& e) {
+        what = e.what();
+    }
+    CHECK(what.find("MPI_Bcast") != std::string::npos);
+    CHECK(what.find("failed") != std::string::npos);
+    CHECK(what.size() > std::string("MPI_Bcast(&x, 1, MPI_FLOAT, 9999, comm) failed: ").size());
+    MPI_Comm_free(&comm);
+}
+
+TEST_CASE("all_ranks combines a condition over ranks", "[core][mpi]") {
+    CHECK(dtrain::test::all_ranks(true));
+    CHECK(dtrain::test::all_ranks(dtrain::test::world_rank() >= 0));
+    CHECK_FALSE(dtrain::test::all_ranks(dtrain::test::world_rank() != 0));
+}

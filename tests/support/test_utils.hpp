@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include <mpi.h>
+
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/tensor.hpp>
+
+namespace dtrain::test {
+
+/// True on every rank when `cond` holds on every rank of `comm` (collective).
+inline bool all_ranks(bool cond, MPI_Comm comm = MPI_COMM_WORLD) {
+    int v = cond ? 1 : 0, r = 0;
+    MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_LAND, comm);
+    return r != 0;
+}
+
+/// This rank of MPI_COMM_WORLD.
+inline int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+/// Size of MPI_COMM_WORLD.
+inline int world_size() {
+    int s = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return s;
+}
+
+/// A tensor of `shape` with uniform values in [lo, hi) drawn from `rng`.
+template <class T>
+Tensor<T> random_tensor(const std::vector<std::size_t>& shape, Rng& rng, double lo = -1.0, double hi = 1.0) {
+    Tensor<T> t = Tensor<T>::from_shape(shape);
+    for (auto& v : t) v = T(rng.uniform(lo, hi));
+    return t;
+}
+
+/// Largest |a - b| / max(1, |b|) over two equally long ranges.
+template <class A, class B>
+double max_rel_diff(const A& a, const B& b) {
+    double m = 0.0;
+    auto ib = b.begin();
+    for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) {
+        const double d = std::abs(double(*ia) - double(*ib)) / std::max(1.0, std::abs(double(*ib)));
+        m = std::max(m, d);
+    }
+    return m;
+}
+
+}  // namespace dtrain::test
