@@ -42,9 +42,10 @@ struct is_communicator<
                       decltype(std::declval<Comm&>().test(std::declval<typename Comm::Request&>())),
                       decltype(std::declval<Comm&>().wait(std::declval<typename Comm::Request&>())),
                       decltype(std::declval<Comm&>().barrier())>>
-    : std::bool_constant<std::is_constructible_v<Comm, MPI_Comm> &&
-                         std::is_same_v<decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<float>>())),
-                                        typename Comm::Request>> {};
+    : std::bool_constant<
+          std::is_constructible_v<Comm, MPI_Comm> &&
+          std::is_same_v<decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<float>>())),
+                         typename Comm::Request>> {};
 
 /// True when Comm models the Communicator concept.
 template <class Comm>

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 namespace dtrain {
 
@@ -13,6 +14,9 @@ public:
     constexpr Span() noexcept = default;
     /// A span over `size` elements starting at `data`.
     constexpr Span(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+    /// Converts Span<U> to Span<T> when U* converts to T* safely (e.g. Span<float> to Span<const float>).
+    template <class U, class = std::enable_if_t<std::is_convertible_v<U (*)[], T (*)[]>>>
+    constexpr Span(const Span<U>& other) noexcept : data_(other.data()), size_(other.size()) {}
     /// First element.
     constexpr T* data() const noexcept { return data_; }
     /// Number of elements.

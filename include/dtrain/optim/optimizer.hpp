@@ -15,7 +15,7 @@ namespace dtrain {
 /// |---|---|
 /// | `using value_type = T;` | element type of parameters and gradients (float or double) |
 /// | `void reset(std::size_t n)` | allocates zeroed state for `n` parameters and sets the step count to 0 |
-/// | `void step(Span<T> params, Span<const T> grads)` | one update of `params` in place from `grads`; both have the size given to reset() (the first step() calls reset() itself if needed). Must not allocate after that. |
+/// | `void step(Span<T> params, Span<const T> grads)` | one update of `params` in place from `grads`; both have the size given to reset() (a first step() without reset() sizes the zeroed state itself, keeping the step count). Must not allocate after that. |
 /// | `Span<T> state()` | all state as one flat buffer of `state_slots() * n` values: slot k (momentum, Adam's first moment, ...) is [k*n, (k+1)*n), in the parameter layout, so it can be broadcast, sharded and checkpointed like the parameters |
 /// | `std::size_t state_slots() const` | number of per-parameter state slots (0 for plain SGD) |
 /// | `std::uint64_t steps() const`, `void set_steps(std::uint64_t)` | number of steps taken (Adam's bias correction and schedules use it) |

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/span.hpp>
+
+namespace dtrain::test {
+
+/// The message of the dtrain::Error that `f()` throws, or "" when it throws none.
+template <class F>
+std::string error_message(F&& f) {
+    try {
+        f();
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+/// True when `text` contains every one of `parts`.
+inline bool contains_all(const std::string& text, const std::vector<std::string>& parts) {
+    for (const auto& p : parts)
+        if (text.find(p) == std::string::npos) return false;
+    return true;
+}
+
+/// A mutable span over a vector.
+template <class T>
+Span<T> span_of(std::vector<T>& v) {
+    return Span<T>(v.data(), v.size());
+}
+
+/// A read-only span over a vector.
+template <class T>
+Span<const T> cspan_of(const std::vector<T>& v) {
+    return Span<const T>(v.data(), v.size());
+}
+
+/// Converts a vector of doubles to T.
+template <class T>
+std::vector<T> cast_vec(const std::vector<double>& v) {
+    return std::vector<T>(v.begin(), v.end());
+}
+
+/// Adam / AdamW written out independently in double, in the paper's bias-corrected form
+/// (m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t), p -= lr * m_hat / (sqrt(v_hat) + eps)), with
+/// L2 weight decay added to the gradient (Adam) or decoupled p *= 1 - lr * wd (AdamW). `lrs[t]` is the
+/// rate of step t (size >= grads.size()).
+inline std::vector<double> reference_adam(std::vector<double> p,
+                                          const std::vector<std::vector<double>>& grads,
+                                          const std::vector<double>& lrs, double b1, double b2, double eps,
+                                          double wd, bool decoupled) {
+    std::vector<double> m(p.size(), 0.0), v(p.size(), 0.0);
+    for (std::size_t t = 1; t <= grads.size(); ++t) {
+        const double lr = lrs[t - 1];
+        for (std::size_t i = 0; i < p.size(); ++i) {
+            double g = grads[t - 1][i];
+            if (decoupled)
+                p[i] -= lr * wd * p[i];
+            else
+                g += wd * p[i];
+            m[i] = b1 * m[i] + (1 - b1) * g;
+            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            const double m_hat = m[i] / (1 - std::pow(b1, double(t)));
+            const double v_hat = v[i] / (1 - std::pow(b2, double(t)));
+            p[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
+        }
+    }
+    return p;
+}
+
+}  // namespace dtrain::test
