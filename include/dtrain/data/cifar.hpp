@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/file_io.hpp>
+#include <dtrain/data/idx.hpp>
+
+namespace dtrain {
+
+/// The ten CIFAR-10 class names, in label order.
+inline std::vector<std::string> cifar10_class_names() {
+    return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+}
+
+/// Bytes of one CIFAR-10 binary record: 1 label byte + 3 x 32 x 32 pixel bytes (red, green, blue planes).
+inline constexpr std::size_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
+
+/// Reads CIFAR-10 binary batch files (data_batch_1.bin ... test_batch.bin layout; gzip-compressed or raw)
+/// in the given order into one data set: features [N, 3, 32, 32] scaled to [0, 1], labels 0..9. Throws
+/// dtrain::Error naming the file when one is missing, unreadable, empty, not a whole number of records
+/// (truncated), or holds a label above 9.
+inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
+    const char* who = "dtrain::read_cifar10";
+    DTRAIN_CHECK(!files.empty(), who, ": no batch files given");
+    std::vector<std::vector<unsigned char>> contents;
+    std::size_t total = 0;
+    for (const auto& f : files) {
+        contents.push_back(detail::read_file_bytes(f, who));
+        const auto& b = contents.back();
+        DTRAIN_CHECK(!b.empty(), who, ": '", f, "' is empty");
+        DTRAIN_CHECK(b.size() % kCifar10RecordBytes == 0, who, ": '", f,
+                     "' is truncated or malformed: ", b.size(), " bytes is not a multiple of the ",
+                     kCifar10RecordBytes, "-byte record (1 label + 3072 pixels); the last record has ",
+                     b.size() % kCifar10RecordBytes, " bytes");
+        const std::size_t n = b.size() / kCifar10RecordBytes;
+        for (std::size_t r = 0; r < n; ++r) {
+            const unsigned y = b[r * kCifar10RecordBytes];
+            DTRAIN_CHECK(y < 10, who, ": '", f, "' record ", r, " (byte offset ", r * kCifar10RecordBytes,
+                         ") has label ", y, ", outside [0, 10)");
+        }
+        total += n;
+    }
+    Dataset d;
+    d.features = Tensor<float>::from_shape({total, 3, 32, 32});
+    d.labels = Labels::from_shape({total});
+    const auto& table = detail::byte_to_unit();
+    std::size_t k = 0;
+    for (const auto& b : contents) {
+        const std::size_t n = b.size() / kCifar10RecordBytes;
+        for (std::size_t r = 0; r < n; ++r, ++k) {
+            const unsigned char* rec = b.data() + r * kCifar10RecordBytes;
+            d.labels(k) = rec[0];
+            float* dst = d.features.data() + k * (kCifar10RecordBytes - 1);
+            for (std::size_t j = 0; j + 1 < kCifar10RecordBytes; ++j)
+                dst[j] = table[rec[1 + j]];
+        }
+    }
+    d.class_names = cifar10_class_names();
+    d.source = files.front();
+    return d;
+}
+
+/// Loads the CIFAR-10 `split` from the binary-version directory `dir` (cifar-10-batches-bin): train reads
+/// data_batch_1.bin ... data_batch_5.bin (50000 images), test reads test_batch.bin (10000). Throws naming
+/// the directory or file that is missing.
+inline Dataset load_cifar10(const std::string& dir, Split split) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    DTRAIN_CHECK(fs::is_directory(dir, ec), "dtrain::load_cifar10: directory '", dir, "' does not exist");
+    std::vector<std::string> files;
+    if (split == Split::train)
+        for (int i = 1; i <= 5; ++i)
+            files.push_back((fs::path(dir) / ("data_batch_" + std::to_string(i) + ".bin")).string());
+    else
+        files.push_back((fs::path(dir) / "test_batch.bin").string());
+    Dataset d = read_cifar10_batches(files);
+    d.source = dir;
+    return d;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,179 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/file_io.hpp>
+
+namespace dtrain {
+
+/// Directory where Debian's dataset-fashion-mnist package installs Fashion-MNIST.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+namespace detail {
+
+/// Lookup table v -> v / 255.0f for pixel bytes (exact division, same result as the formula).
+inline const std::array<float, 256>& byte_to_unit() {
+    static const std::array<float, 256> table = [] {
+        std::array<float, 256> t{};
+        for (int v = 0; v < 256; ++v)
+            t[static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
+        return t;
+    }();
+    return table;
+}
+
+/// Big-endian 32-bit integer at `p`.
+inline std::uint32_t be32(const unsigned char* p) {
+    return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
+}
+
+/// Parses an IDX header of unsigned bytes with `ndims` dimensions from `bytes` (the whole file) and checks
+/// that exactly the declared amount of data follows. Returns the dimensions.
+inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char>& bytes, std::size_t ndims,
+                                                 const std::string& path, const char* who, const char* kind) {
+    DTRAIN_CHECK(!bytes.empty(), who, ": '", path, "' is empty");
+    DTRAIN_CHECK(bytes.size() >= 4, who, ": '", path, "' is truncated: ", bytes.size(),
+                 " bytes, too short for an IDX header");
+    const std::uint32_t magic = be32(bytes.data()), expect = 0x0800u | static_cast<std::uint32_t>(ndims);
+    if (magic != expect) {
+        std::string why = "expected 0x0000080" + std::to_string(ndims) + " for an IDX " + kind + " file";
+        if (bytes[0] != 0 || bytes[1] != 0)
+            why += "; this is not an IDX file";
+        else if (bytes[2] != 0x08) {
+            char t[8];
+            std::snprintf(t, sizeof t, "0x%02X", static_cast<unsigned>(bytes[2]));
+            why += std::string("; element type ") + t + " is not unsigned byte (0x08)";
+        } else
+            why += "; it has " + std::to_string(bytes[3]) + " dimensions, not " + std::to_string(ndims);
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "0x%08X", static_cast<unsigned>(magic));
+        throw Error(concat(who, ": '", path, "' has wrong magic number ", hex, " (", why, ")"));
+    }
+    const std::size_t header = 4 + 4 * ndims;
+    DTRAIN_CHECK(bytes.size() >= header, who, ": '", path, "' is truncated: ", bytes.size(),
+                 " bytes, the header of an IDX ", kind, " file needs ", header);
+    std::vector<std::size_t> dims(ndims);
+    std::uint64_t total = 1;
+    for (std::size_t i = 0; i < ndims; ++i) {
+        dims[i] = be32(bytes.data() + 4 + 4 * i);
+        DTRAIN_CHECK(dims[i] > 0, who, ": '", path, "' declares dimension ", i, " as 0 (dimensions ",
+                     shape_str(dims), ")");
+        total *= dims[i];  // each factor < 2^32 and the running product is capped below, so no overflow
+        DTRAIN_CHECK(total <= (std::uint64_t(1) << 40), who, ": '", path,
+                     "' declares implausible dimensions ", shape_str(dims));
+    }
+    const std::uint64_t have = bytes.size() - header;
+    DTRAIN_CHECK(have >= total, who, ": '", path, "' is truncated: dimensions ", shape_str(dims), " need ",
+                 total, " bytes of data but only ", have, " are present");
+    DTRAIN_CHECK(have == total, who, ": '", path, "' has ", have - total,
+                 " unexpected bytes after the data (dimensions ", shape_str(dims), ")");
+    return dims;
+}
+
+}  // namespace detail
+
+/// Reads an IDX3 images file (MNIST layout: magic 0x00000803, N, rows, cols, then N*rows*cols unsigned
+/// bytes), gzip-compressed or raw. Returns features of shape [N, 1, rows, cols] scaled to [0, 1]. Throws
+/// dtrain::Error naming the file when it is missing, unreadable, empty, has a wrong magic number, is
+/// truncated, or has bytes after the data.
+inline Tensor<float> read_idx_images(const std::string& path) {
+    const char* who = "dtrain::read_idx_images";
+    const auto bytes = detail::read_file_bytes(path, who);
+    const auto dims = detail::parse_idx_header(bytes, 3, path, who, "images");
+    Tensor<float> x = Tensor<float>::from_shape({dims[0], 1, dims[1], dims[2]});
+    const unsigned char* src = bytes.data() + 16;
+    float* dst = x.data();
+    const std::size_t n = x.size();
+    const auto& table = detail::byte_to_unit();
+    for (std::size_t i = 0; i < n; ++i)
+        dst[i] = table[src[i]];
+    return x;
+}
+
+/// Reads an IDX1 labels file (magic 0x00000801, N, then N unsigned bytes), gzip-compressed or raw. When
+/// `num_classes` > 0 every label must be below it. Throws dtrain::Error naming the file on any defect.
+inline Labels read_idx_labels(const std::string& path, std::size_t num_classes = 0) {
+    const char* who = "dtrain::read_idx_labels";
+    const auto bytes = detail::read_file_bytes(path, who);
+    const auto dims = detail::parse_idx_header(bytes, 1, path, who, "labels");
+    Labels y = Labels::from_shape({dims[0]});
+    for (std::size_t i = 0; i < dims[0]; ++i) {
+        const unsigned v = bytes[8 + i];
+        DTRAIN_CHECK(num_classes == 0 || v < num_classes, who, ": '", path, "' has label ", v, " at index ",
+                     i, ", outside [0, ", num_classes, ")");
+        y(i) = static_cast<std::int32_t>(v);
+    }
+    return y;
+}
+
+/// Loads an IDX images file and its labels file as one data set, checking that they hold the same number of
+/// samples. When `class_names` is given every label must be below its size.
+inline Dataset load_idx(const std::string& images_path, const std::string& labels_path,
+                        std::vector<std::string> class_names = {}) {
+    Dataset d;
+    d.features = read_idx_images(images_path);
+    d.labels = read_idx_labels(labels_path, class_names.size());
+    DTRAIN_CHECK(d.features.shape()[0] == d.labels.size(), "dtrain::load_idx: labels file '", labels_path,
+                 "' has ", d.labels.size(), " labels but images file '", images_path, "' has ",
+                 d.features.shape()[0], " images");
+    d.class_names = std::move(class_names);
+    d.source = images_path;
+    return d;
+}
+
+/// The ten Fashion-MNIST class names, in label order.
+inline std::vector<std::string> fashion_mnist_class_names() {
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+}
+
+namespace detail {
+
+/// `dir`/`base`.gz if it exists, else `dir`/`base` if it exists; throws naming both candidates otherwise.
+inline std::string find_idx_file(const std::string& dir, const std::string& base, const char* who) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    DTRAIN_CHECK(fs::is_directory(dir, ec), who, ": directory '", dir, "' does not exist");
+    const fs::path gz = fs::path(dir) / (base + ".gz"), raw = fs::path(dir) / base;
+    if (fs::exists(gz, ec)) return gz.string();
+    if (fs::exists(raw, ec)) return raw.string();
+    throw Error(concat(who, ": neither '", gz.string(), "' nor '", raw.string(), "' exists"));
+}
+
+/// Loads the MNIST-style file pair of `split` from `dir` with 10 classes named `names`.
+inline Dataset load_mnist_like(const std::string& dir, Split split, std::vector<std::string> names,
+                               const char* who) {
+    const std::string prefix = split == Split::train ? "train" : "t10k";
+    const auto images = find_idx_file(dir, prefix + "-images-idx3-ubyte", who);
+    const auto labels = find_idx_file(dir, prefix + "-labels-idx1-ubyte", who);
+    Dataset d = load_idx(images, labels, std::move(names));
+    d.source = dir;
+    return d;
+}
+
+}  // namespace detail
+
+/// Loads the Fashion-MNIST `split` (60000 train or 10000 test images, [N, 1, 28, 28] in [0, 1], labels 0..9
+/// with class names) from `dir` (default: where Debian's dataset-fashion-mnist installs it). Each file is
+/// taken as <name>.gz, or raw <name> when no .gz exists.
+inline Dataset load_fashion_mnist(Split split, const std::string& dir = kFashionMnistDir) {
+    return detail::load_mnist_like(dir, split, fashion_mnist_class_names(), "dtrain::load_fashion_mnist");
+}
+
+/// Loads the MNIST `split` from `dir` (same file names and layout as Fashion-MNIST; classes "0".."9").
+inline Dataset load_mnist(Split split, const std::string& dir) {
+    return detail::load_mnist_like(dir, split, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"},
+                                   "dtrain::load_mnist");
+}
+
+}  // namespace dtrain

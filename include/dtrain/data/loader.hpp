@@ -1,0 +1,215 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/data/augment.hpp>
+#include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/seed.hpp>
+#include <dtrain/data/sampler.hpp>
+
+namespace dtrain {
+
+/// A non-owning view of features and labels held elsewhere (a Dataset or a user's tensors). The viewed
+/// data must outlive the view and every DataLoader made from it; temporaries are rejected at compile time.
+struct DatasetView {
+    /// First float of sample 0; samples are contiguous, sample_size() floats each.
+    const float* features = nullptr;
+    /// Label of every sample.
+    const std::int32_t* labels = nullptr;
+    /// Number of samples.
+    std::size_t size = 0;
+    /// Shape of one sample.
+    Shape sample_shape;
+
+    /// Views a data set.
+    DatasetView(const Dataset& d)  // NOLINT: implicit on purpose, DataLoader(dataset, ...)
+        : DatasetView(d.features, d.labels) {}
+    /// Views batch-first `x` ({N, sample...}, rank >= 2) and labels `y` (N of them).
+    DatasetView(const Tensor<float>& x, const Labels& y) {
+        DTRAIN_CHECK(x.dimension() >= 2,
+                     "dtrain::DatasetView: features must be batch-first with rank >= 2, got ",
+                     detail::shape_str(x.shape()));
+        DTRAIN_CHECK(x.shape()[0] == y.size(), "dtrain::DatasetView: features have ", x.shape()[0],
+                     " samples but there are ", y.size(), " labels");
+        features = x.data();
+        labels = y.data();
+        size = y.size();
+        sample_shape.assign(x.shape().begin() + 1, x.shape().end());
+    }
+    DatasetView(Dataset&&) = delete;
+    DatasetView(Tensor<float>&&, const Labels&) = delete;
+    DatasetView(const Tensor<float>&, Labels&&) = delete;
+    /// Number of floats per sample.
+    std::size_t sample_size() const { return shape_size(sample_shape); }
+};
+
+/// Options of DataLoader.
+struct LoaderOptions {
+    /// Samples per batch; must be > 0.
+    std::size_t batch_size = 32;
+    /// Drop the last, partial batch of an epoch instead of yielding it.
+    bool drop_last = false;
+    /// Shuffle the index list each epoch from (seed, epoch) (ignored with a DistributedSampler, which does
+    /// its own shuffling).
+    bool shuffle = true;
+    /// Seed of the shuffle.
+    std::uint64_t seed = 0;
+    /// Image augmentation (needs samples of shape [C, H, W]); off by default.
+    AugmentOptions augment;
+};
+
+/// Yields fixed-size batches of a data set epoch after epoch. The order of an epoch comes either from an
+/// index list (all samples by default), shuffled from (seed, epoch) when options.shuffle, or from a
+/// DistributedSampler (this rank's shard). The batch tensors are owned by the loader and reused: after the
+/// first epoch no batch allocates (a partial last batch has its own buffers). Typical use:
+///
+///     DataLoader loader(train, {64});
+///     for (std::uint64_t e = 0; e < epochs; ++e) {
+///         loader.start_epoch(e);
+///         while (loader.next()) step(loader.features(), loader.labels());
+///     }
+class DataLoader {
+public:
+    /// A loader over every sample of `data` (0..N-1).
+    DataLoader(DatasetView data, LoaderOptions opt) : data_(std::move(data)), opt_(opt) {
+        base_.resize(data_.size);
+        for (std::size_t i = 0; i < base_.size(); ++i)
+            base_[i] = i;
+        init();
+    }
+    /// A loader over the samples of `data` at `indices` (e.g. a validation subset); throws when an index is
+    /// out of range or the list is empty.
+    DataLoader(DatasetView data, std::vector<std::size_t> indices, LoaderOptions opt)
+        : data_(std::move(data)), opt_(opt), base_(std::move(indices)) {
+        for (auto i : base_)
+            DTRAIN_CHECK(i < data_.size, "DataLoader: index ", i, " out of range for a data set of ",
+                         data_.size, " samples");
+        init();
+    }
+    /// A loader over this rank's shard of `data`, taken from `sampler` each epoch; the sampler must be
+    /// built for data.size samples.
+    DataLoader(DatasetView data, DistributedSampler sampler, LoaderOptions opt)
+        : data_(std::move(data)), opt_(opt), sampler_(std::move(sampler)) {
+        DTRAIN_CHECK(sampler_->dataset_size() == data_.size, "DataLoader: the sampler was built for ",
+                     sampler_->dataset_size(), " samples but the data set has ", data_.size);
+        init();
+    }
+
+    /// Starts epoch `epoch`: computes its order (reproducible from seed and epoch) and rewinds to the first
+    /// batch. Does not allocate after the first call.
+    void start_epoch(std::uint64_t epoch) {
+        epoch_ = epoch;
+        if (sampler_) {
+            sampler_->indices(epoch, order_);
+        } else {
+            order_.assign(base_.begin(), base_.end());
+            if (opt_.shuffle) {
+                Rng rng(detail::epoch_seed(opt_.seed, epoch));
+                dtrain::shuffle(order_.begin(), order_.end(), rng);
+            }
+        }
+        aug_rng_.reseed(detail::epoch_seed(opt_.augment.seed, epoch, 0xa06u + stream_));
+        pos_ = 0;
+        batch_ = 0;
+    }
+
+    /// Fills features() and labels() with the next batch of the epoch; false when the epoch is over.
+    bool next() {
+        const std::size_t left = order_.size() - pos_;
+        if (left == 0 || (opt_.drop_last && left < opt_.batch_size)) return false;
+        const std::size_t b = std::min(left, opt_.batch_size);
+        tail_ = b < opt_.batch_size;
+        Tensor<float>& x = tail_ ? x_tail_ : x_full_;
+        Labels& y = tail_ ? y_tail_ : y_full_;
+        if (tail_ && y.size() != b) {  // only when the tail size changes (never in steady state)
+            x.resize(batch_shape(b, data_.sample_shape));
+            y.resize({b});
+        }
+        const std::size_t m = data_.sample_size();
+        const bool aug = opt_.augment.enabled();
+        const std::size_t c = aug ? data_.sample_shape[0] : 0, h = aug ? data_.sample_shape[1] : 0,
+                          w = aug ? data_.sample_shape[2] : 0;
+        for (std::size_t k = 0; k < b; ++k) {
+            const std::size_t i = order_[pos_ + k];
+            const float* src = data_.features + i * m;
+            if (aug)
+                augment_image(src, x.data() + k * m, c, h, w, opt_.augment, aug_rng_);
+            else
+                std::memcpy(x.data() + k * m, src, m * sizeof(float));
+            y(k) = data_.labels[i];
+        }
+        pos_ += b;
+        ++batch_;
+        return true;
+    }
+
+    /// Features of the current batch, shape {batch, sample...}.
+    const Tensor<float>& features() const { return tail_ ? x_tail_ : x_full_; }
+    /// Labels of the current batch.
+    const Labels& labels() const { return tail_ ? y_tail_ : y_full_; }
+    /// Number of samples in the current batch.
+    std::size_t current_batch_size() const { return labels().size(); }
+    /// Batches yielded so far in this epoch.
+    std::size_t batch_index() const { return batch_; }
+    /// Current epoch number.
+    std::uint64_t epoch() const { return epoch_; }
+    /// Samples in one epoch (before dropping a partial batch).
+    std::size_t samples_per_epoch() const { return order_.size(); }
+    /// Batches in one epoch.
+    std::size_t batches_per_epoch() const {
+        const std::size_t n = order_.size(), b = opt_.batch_size;
+        return opt_.drop_last ? n / b : (n + b - 1) / b;
+    }
+    /// The sample indices of this epoch, in order.
+    const std::vector<std::size_t>& epoch_order() const { return order_; }
+    /// The options.
+    const LoaderOptions& options() const { return opt_; }
+
+private:
+    void init() {
+        DTRAIN_CHECK(opt_.batch_size > 0, "DataLoader: batch size must be > 0");
+        DTRAIN_CHECK(data_.size > 0 && data_.sample_size() > 0, "DataLoader: the data set is empty (",
+                     data_.size, " samples of shape ", detail::shape_str(data_.sample_shape), ")");
+        if (opt_.augment.enabled())
+            DTRAIN_CHECK(data_.sample_shape.size() == 3,
+                         "DataLoader: augmentation needs image samples [C, H, W], "
+                         "got samples of shape ",
+                         detail::shape_str(data_.sample_shape));
+        if (sampler_) stream_ = static_cast<std::uint64_t>(sampler_->rank()) + 1;
+        const std::size_t n = sampler_ ? sampler_->num_samples() : base_.size();
+        DTRAIN_CHECK(n > 0, "DataLoader: the index list is empty");
+        DTRAIN_CHECK(!opt_.drop_last || n >= opt_.batch_size, "DataLoader: batch size ", opt_.batch_size,
+                     " with drop_last exceeds the ", n, " samples per epoch, so no batch would be yielded");
+        order_.reserve(n);
+        x_full_ = Tensor<float>::from_shape(batch_shape(opt_.batch_size, data_.sample_shape));
+        y_full_ = Labels::from_shape({opt_.batch_size});
+        const std::size_t rest = n % opt_.batch_size;
+        if (rest > 0 && !opt_.drop_last) {
+            x_tail_ = Tensor<float>::from_shape(batch_shape(rest, data_.sample_shape));
+            y_tail_ = Labels::from_shape({rest});
+        }
+        start_epoch(0);
+    }
+
+    DatasetView data_;
+    LoaderOptions opt_;
+    std::optional<DistributedSampler> sampler_;
+    std::vector<std::size_t> base_, order_;
+    std::size_t pos_ = 0, batch_ = 0;
+    std::uint64_t epoch_ = 0, stream_ = 0;
+    bool tail_ = false;
+    Tensor<float> x_full_, x_tail_;
+    Labels y_full_, y_tail_;
+    Rng aug_rng_;
+};
+
+}  // namespace dtrain

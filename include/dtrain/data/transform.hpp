@@ -1,0 +1,201 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+
+namespace dtrain {
+
+/// Z-score standardisation per feature: x' = (x - mean) / std, where "feature" is every position of a
+/// sample (a column of an [N, F] table). Fit it on the training split only and apply the same object to
+/// every other split. A constant feature (std below 1e-12) is only centred (its std is taken as 1).
+class Standardizer {
+public:
+    /// An unfitted standardiser; apply() throws until fit() has been called.
+    Standardizer() = default;
+
+    /// Computes the mean and population standard deviation of every feature of `x` (shape {N, ...}, N > 0).
+    void fit(const Tensor<float>& x) {
+        DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
+                     "Standardizer::fit: need batch-first features with N > 0, got shape ",
+                     detail::shape_str(x.shape()));
+        const std::size_t n = x.shape()[0], m = x.size() / n;
+        std::vector<double> sum(m, 0.0), sq(m, 0.0);
+        const float* p = x.data();
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j)
+                sum[j] += p[i * m + j];
+        mean_.assign(m, 0.0f);
+        std_.assign(m, 1.0f);
+        for (std::size_t j = 0; j < m; ++j)
+            sum[j] /= static_cast<double>(n);
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j) {
+                const double d = p[i * m + j] - sum[j];
+                sq[j] += d * d;
+            }
+        for (std::size_t j = 0; j < m; ++j) {
+            const double s = std::sqrt(sq[j] / static_cast<double>(n));
+            mean_[j] = static_cast<float>(sum[j]);
+            std_[j] = s < 1e-12 ? 1.0f : static_cast<float>(s);
+        }
+    }
+
+    /// Standardises `x` in place with the fitted statistics; its sample size must match the fitted one.
+    void apply(Tensor<float>& x) const {
+        DTRAIN_CHECK(!mean_.empty(), "Standardizer::apply: call fit() on the training features first");
+        DTRAIN_CHECK(x.dimension() >= 2 && x.size() == x.shape()[0] * mean_.size(),
+                     "Standardizer::apply: fitted on samples of ", mean_.size(),
+                     " values but got features of shape ", detail::shape_str(x.shape()));
+        const std::size_t m = mean_.size(), n = x.shape()[0];
+        float* p = x.data();
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j)
+                p[i * m + j] = (p[i * m + j] - mean_[j]) / std_[j];
+    }
+
+    /// Fitted mean of every feature.
+    const std::vector<float>& mean() const { return mean_; }
+    /// Fitted standard deviation of every feature (1 for constant features).
+    const std::vector<float>& stddev() const { return std_; }
+
+private:
+    std::vector<float> mean_, std_;
+};
+
+/// Min-max scaling per feature into [lo, hi] (default [0, 1]): x' = lo + (x - min) (hi - lo) / (max - min).
+/// Fit on the training split; other splits may fall outside [lo, hi] (values are not clipped). A constant
+/// feature maps to lo.
+class MinMaxScaler {
+public:
+    /// A scaler into [lo, hi]; requires lo < hi.
+    explicit MinMaxScaler(float lo = 0.0f, float hi = 1.0f) : lo_(lo), hi_(hi) {
+        DTRAIN_CHECK(lo < hi, "MinMaxScaler: need lo < hi, got [", lo, ", ", hi, "]");
+    }
+
+    /// Computes every feature's minimum and maximum over the N samples of `x` (N > 0).
+    void fit(const Tensor<float>& x) {
+        DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
+                     "MinMaxScaler::fit: need batch-first features with N > 0, got shape ",
+                     detail::shape_str(x.shape()));
+        const std::size_t n = x.shape()[0], m = x.size() / n;
+        min_.assign(m, std::numeric_limits<float>::infinity());
+        max_.assign(m, -std::numeric_limits<float>::infinity());
+        const float* p = x.data();
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j) {
+                min_[j] = std::min(min_[j], p[i * m + j]);
+                max_[j] = std::max(max_[j], p[i * m + j]);
+            }
+    }
+
+    /// Scales `x` in place; its sample size must match the fitted one.
+    void apply(Tensor<float>& x) const {
+        DTRAIN_CHECK(!min_.empty(), "MinMaxScaler::apply: call fit() on the training features first");
+        DTRAIN_CHECK(x.dimension() >= 2 && x.size() == x.shape()[0] * min_.size(),
+                     "MinMaxScaler::apply: fitted on samples of ", min_.size(),
+                     " values but got features of shape ", detail::shape_str(x.shape()));
+        const std::size_t m = min_.size(), n = x.shape()[0];
+        float* p = x.data();
+        for (std::size_t j = 0; j < m; ++j) {
+            const float range = max_[j] - min_[j];
+            const float scale = range > 0.0f ? (hi_ - lo_) / range : 0.0f;
+            for (std::size_t i = 0; i < n; ++i)
+                p[i * m + j] = lo_ + (p[i * m + j] - min_[j]) * scale;
+        }
+    }
+
+    /// Fitted minimum of every feature.
+    const std::vector<float>& min() const { return min_; }
+    /// Fitted maximum of every feature.
+    const std::vector<float>& max() const { return max_; }
+
+private:
+    float lo_, hi_;
+    std::vector<float> min_, max_;
+};
+
+/// Per-channel normalisation of image data [N, C, ...]: x' = (x - mean[c]) / std[c]. The statistics are
+/// given (e.g. the published CIFAR-10 values) or fitted on the training split.
+class ChannelNormalizer {
+public:
+    /// An unfitted normaliser; apply() throws until fit() or the statistics are given.
+    ChannelNormalizer() = default;
+    /// A normaliser with known per-channel `mean` and `stddev` (same length, every std > 0).
+    ChannelNormalizer(std::vector<float> mean, std::vector<float> stddev)
+        : mean_(std::move(mean)), std_(std::move(stddev)) {
+        DTRAIN_CHECK(!mean_.empty() && mean_.size() == std_.size(), "ChannelNormalizer: got ", mean_.size(),
+                     " means and ", std_.size(), " standard deviations");
+        for (auto s : std_)
+            DTRAIN_CHECK(s > 0.0f, "ChannelNormalizer: standard deviation ", s, " is not > 0");
+    }
+
+    /// Computes each channel's mean and population std over all samples and positions of `x` [N, C, ...].
+    void fit(const Tensor<float>& x) {
+        DTRAIN_CHECK(x.dimension() >= 3 && x.size() > 0,
+                     "ChannelNormalizer::fit: need image features [N, C, ...], got shape ",
+                     detail::shape_str(x.shape()));
+        const std::size_t n = x.shape()[0], c = x.shape()[1], hw = x.size() / (n * c);
+        std::vector<double> sum(c, 0.0), sq(c, 0.0);
+        const float* p = x.data();
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t k = 0; k < c; ++k) {
+                const float* q = p + (i * c + k) * hw;
+                double s = 0.0;
+                for (std::size_t j = 0; j < hw; ++j)
+                    s += q[j];
+                sum[k] += s;
+            }
+        const double cnt = static_cast<double>(n * hw);
+        for (auto& s : sum)
+            s /= cnt;
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t k = 0; k < c; ++k) {
+                const float* q = p + (i * c + k) * hw;
+                double s = 0.0;
+                for (std::size_t j = 0; j < hw; ++j)
+                    s += (q[j] - sum[k]) * (q[j] - sum[k]);
+                sq[k] += s;
+            }
+        mean_.resize(c);
+        std_.resize(c);
+        for (std::size_t k = 0; k < c; ++k) {
+            mean_[k] = static_cast<float>(sum[k]);
+            const double s = std::sqrt(sq[k] / cnt);
+            std_[k] = s < 1e-12 ? 1.0f : static_cast<float>(s);
+        }
+    }
+
+    /// Normalises `x` [N, C, ...] in place; C must equal the number of channels of the statistics.
+    void apply(Tensor<float>& x) const {
+        DTRAIN_CHECK(!mean_.empty(), "ChannelNormalizer::apply: no statistics (call fit() or pass them)");
+        DTRAIN_CHECK(x.dimension() >= 3 && x.shape()[1] == mean_.size(), "ChannelNormalizer::apply: have ",
+                     mean_.size(), " channel statistics but features have shape ",
+                     detail::shape_str(x.shape()));
+        const std::size_t n = x.shape()[0], c = x.shape()[1], hw = x.size() / (n * c);
+        float* p = x.data();
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t k = 0; k < c; ++k) {
+                float* q = p + (i * c + k) * hw;
+                const float m = mean_[k], inv = 1.0f / std_[k];
+                for (std::size_t j = 0; j < hw; ++j)
+                    q[j] = (q[j] - m) * inv;
+            }
+    }
+
+    /// Per-channel means.
+    const std::vector<float>& mean() const { return mean_; }
+    /// Per-channel standard deviations.
+    const std::vector<float>& stddev() const { return std_; }
+
+private:
+    std::vector<float> mean_, std_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,263 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <dtrain/data/csv.hpp>
+#include <dtrain/data/transform.hpp>
+
+#include "data_test_utils.hpp"
+
+using dtrain::CsvLayout;
+using dtrain::CsvOptions;
+using dtrain::test::error_of;
+using dtrain::test::TempDir;
+using dtrain::test::write_text;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& sub) {
+    return s.find(sub) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("CSV with a header: string labels map to sorted ids, features are parsed", "[data][csv]") {
+    TempDir dir("csv_rt");
+    const auto path = dir.file("small.csv");
+    // Rows in an order where first appearance differs from sorted order.
+    write_text(path,
+               "a,b,species\n"
+               "1.5,-2,versicolor\n"
+               "3,4e-1,setosa\n"
+               "0.25,7,virginica\n"
+               "5,6,setosa\n");
+    const auto d = dtrain::read_csv(path);
+    REQUIRE(d.size() == 4);
+    CHECK(d.features.shape() == std::vector<std::size_t>{4, 2});
+    CHECK(d.class_names == std::vector<std::string>{"setosa", "versicolor", "virginica"});
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{1, 0, 2, 0});
+    CHECK(d.features(0, 0) == 1.5f);
+    CHECK(d.features(0, 1) == -2.0f);
+    CHECK(d.features(1, 1) == 0.4f);
+    CHECK(d.features(2, 0) == 0.25f);
+    CHECK(d.features(3, 1) == 6.0f);
+    CHECK(d.source == path);
+}
+
+TEST_CASE("CSV label column by name, by index, negative index; dropped columns", "[data][csv]") {
+    TempDir dir("csv_cols");
+    const auto path = dir.file("kaggle.csv");
+    write_text(path,
+               "Id,Species,SepalLengthCm,PetalWidthCm\n"
+               "1,Iris-setosa,5.1,0.2\n"
+               "2,Iris-virginica,6.3,2.5\n");
+    CsvOptions by_name;
+    by_name.label_column = "Species";
+    by_name.drop_columns = {"Id"};
+    auto d = dtrain::read_csv(path, by_name);
+    CHECK(d.features.shape() == std::vector<std::size_t>{2, 2});
+    CHECK(d.features(1, 0) == 6.3f);
+    CHECK(d.features(1, 1) == 2.5f);
+    CHECK(d.labels(0) == 0);
+    CHECK(d.labels(1) == 1);
+
+    CsvOptions by_index;
+    by_index.label_index = 1;
+    d = dtrain::read_csv(path, by_index);  // Id kept as a feature this time
+    CHECK(d.features.shape() == std::vector<std::size_t>{2, 3});
+    CHECK(d.features(1, 0) == 2.0f);
+
+    CsvOptions negative;
+    negative.label_index = -4;  // = column 0 (Id): integer labels used as ids
+    negative.drop_columns = {"Species"};
+    d = dtrain::read_csv(path, negative);
+    CHECK(d.labels(0) == 1);
+    CHECK(d.labels(1) == 2);
+    CHECK(d.class_names.empty());
+    CHECK(d.features.shape() == std::vector<std::size_t>{2, 2});
+}
+
+TEST_CASE("CSV class_names option pins the mapping across splits", "[data][csv]") {
+    TempDir dir("csv_pin");
+    const auto train = dir.file("train.csv"), test = dir.file("test.csv");
+    write_text(train, "x,y\n1,cat\n2,dog\n3,emu\n");
+    write_text(test, "x,y\n4,emu\n5,emu\n");  // alone, emu would get id 0
+    const auto tr = dtrain::read_csv(train);
+    CsvOptions o;
+    o.class_names = tr.class_names;
+    const auto te = dtrain::read_csv(test, o);
+    CHECK(te.labels(0) == 2);
+    CHECK(te.labels(1) == 2);
+    CHECK(te.class_names == tr.class_names);
+    write_text(test, "x,y\n4,emu\n5,yak\n");
+    const auto msg = error_of([&] { dtrain::read_csv(test, o); });
+    CHECK(contains(msg, test));
+    CHECK(contains(msg, "line 3"));
+    CHECK(contains(msg, "yak"));
+}
+
+TEST_CASE("CSV tolerates quotes, CRLF, a BOM, blank lines and spaces", "[data][csv]") {
+    TempDir dir("csv_fmt");
+    const auto path = dir.file("fmt.csv");
+    write_text(
+        path,
+        "\xEF\xBB\xBF\"a\", b ,\"label\"\r\n\r\n 1 , \"2.5\" ,\"x, y\"\r\n3,4,\"say \"\"hi\"\"\"\r\n\n");
+    const auto d = dtrain::read_csv(path);
+    REQUIRE(d.size() == 2);
+    CHECK(d.features(0, 1) == 2.5f);
+    CHECK(d.features(1, 0) == 3.0f);
+    CHECK(d.class_names == std::vector<std::string>{"say \"hi\"", "x, y"});
+    CHECK(d.labels(0) == 1);
+}
+
+TEST_CASE("CSV in scikit-learn's layout is detected and read", "[data][csv]") {
+    TempDir dir("csv_sk");
+    const auto path = dir.file("sk.csv");
+    write_text(path, "3,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,0\n5.0,6.0,1\n");
+    auto d = dtrain::read_csv(path);
+    CHECK(d.class_names == std::vector<std::string>{"alpha", "beta"});
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{1, 0, 1});
+    CHECK(d.features(2, 1) == 6.0f);
+    CsvOptions o;
+    o.layout = CsvLayout::sklearn;
+    d = dtrain::read_csv(path, o);
+    CHECK(d.size() == 3);
+
+    write_text(path, "4,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,0\n5.0,6.0,1\n");
+    auto msg = error_of([&] { dtrain::read_csv(path); });
+    CHECK(contains(msg, "declares 4 samples"));
+    CHECK(contains(msg, "3 data rows"));
+    write_text(path, "3,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,2\n5.0,6.0,1\n");
+    msg = error_of([&] { dtrain::read_csv(path); });
+    CHECK(contains(msg, "line 3"));
+    CHECK(contains(msg, "outside [0, 2)"));
+    write_text(path, "3,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,b\n5.0,6.0,1\n");
+    msg = error_of([&] { dtrain::read_csv(path, o); });
+    CHECK(contains(msg, "not an integer class id"));
+}
+
+TEST_CASE("The shipped Kaggle-style iris.csv and sklearn's iris.csv give the same data", "[data][csv]") {
+    const std::string repo = std::string(DTRAIN_SOURCE_DIR) + "/data/iris.csv";
+    const auto a = dtrain::read_csv(repo);
+    REQUIRE(a.size() == 150);
+    CHECK(a.features.shape() == std::vector<std::size_t>{150, 4});
+    CHECK(a.class_names == std::vector<std::string>{"Iris-setosa", "Iris-versicolor", "Iris-virginica"});
+    std::vector<int> count(3, 0);
+    for (auto y : a.labels)
+        ++count.at(static_cast<std::size_t>(y));
+    CHECK(count == std::vector<int>{50, 50, 50});
+    CHECK(a.features(0, 0) == 5.1f);
+    CHECK(a.features(149, 3) == 1.8f);
+
+    const std::string sk = "/usr/lib/python3/dist-packages/sklearn/datasets/data/iris.csv";
+    if (!std::filesystem::exists(sk)) {
+        WARN("scikit-learn's iris.csv not found at "
+             << sk << "; skipping the comparison (install python3-sklearn)");
+        return;
+    }
+    const auto b = dtrain::read_csv(sk);
+    REQUIRE(b.size() == 150);
+    CHECK(b.class_names == std::vector<std::string>{"setosa", "versicolor", "virginica"});
+    CHECK(std::equal(a.labels.begin(), a.labels.end(), b.labels.begin()));
+    CHECK(std::equal(a.features.begin(), a.features.end(), b.features.begin()));
+}
+
+TEST_CASE("Standardisation and min-max scaling are fitted on train and applied to test", "[data][csv]") {
+    const std::string repo = std::string(DTRAIN_SOURCE_DIR) + "/data/iris.csv";
+    const auto all = dtrain::read_csv(repo);
+    auto [train, test] = dtrain::train_test_split(all, 0.2, 7);
+    const auto test_raw = test.features;
+    dtrain::Standardizer s;
+    s.fit(train.features);
+    s.apply(train.features);
+    s.apply(test.features);
+    for (std::size_t j = 0; j < 4; ++j) {
+        double m = 0, v = 0;
+        for (std::size_t i = 0; i < train.size(); ++i)
+            m += train.features(i, j);
+        m /= double(train.size());
+        for (std::size_t i = 0; i < train.size(); ++i)
+            v += (train.features(i, j) - m) * (train.features(i, j) - m);
+        v /= double(train.size());
+        CHECK(std::abs(m) < 1e-5);
+        CHECK(std::abs(v - 1.0) < 1e-4);
+        // Test uses the train statistics, not its own.
+        for (std::size_t i = 0; i < test.size(); ++i)
+            CHECK(test.features(i, j) == Approx((test_raw(i, j) - s.mean()[j]) / s.stddev()[j]).margin(1e-6));
+    }
+
+    auto [train2, test2] = dtrain::train_test_split(all, 0.2, 7);
+    dtrain::MinMaxScaler mm;
+    mm.fit(train2.features);
+    mm.apply(train2.features);
+    mm.apply(test2.features);
+    for (std::size_t j = 0; j < 4; ++j) {
+        float lo = 1e9f, hi = -1e9f;
+        for (std::size_t i = 0; i < train2.size(); ++i) {
+            lo = std::min(lo, train2.features(i, j));
+            hi = std::max(hi, train2.features(i, j));
+        }
+        CHECK(lo == Approx(0.0f).margin(1e-6));
+        CHECK(hi == Approx(1.0f));
+        for (std::size_t i = 0; i < test2.size(); ++i)
+            CHECK(test2.features(i, j) ==
+                  Approx((test_raw(i, j) - mm.min()[j]) / (mm.max()[j] - mm.min()[j])).margin(1e-6));
+    }
+    dtrain::Tensor<float> wrong = dtrain::Tensor<float>::from_shape({3, 5});
+    CHECK(contains(error_of([&] { s.apply(wrong); }), "fitted on samples of 4"));
+    dtrain::Standardizer unfitted;
+    CHECK(contains(error_of([&] { unfitted.apply(wrong); }), "fit()"));
+}
+
+TEST_CASE("CSV errors name the file, line and column", "[data][csv]") {
+    TempDir dir("csv_err");
+    const auto path = dir.file("bad.csv");
+    auto err = [&](const std::string& text, CsvOptions o = {}) {
+        write_text(path, text);
+        const auto m = error_of([&] { dtrain::read_csv(path, o); });
+        CHECK(contains(m, path));
+        return m;
+    };
+    std::string m = error_of([&] { dtrain::read_csv(dir.file("missing.csv")); });
+    CHECK(contains(m, dir.file("missing.csv")));
+    CHECK(contains(m, "cannot open"));
+    CHECK(contains(error_of([&] { dtrain::read_csv(dir.str()); }), "cannot read"));
+    CHECK(contains(err(""), "is empty"));
+    CHECK(contains(err(" \n\r\n\t\n"), "is empty"));
+    CHECK(contains(err("a,b,c\n"), "no data rows"));
+    m = err("a,b,c\n1,2,x\n3,4\n");
+    CHECK(contains(m, "line 3, column 3"));
+    CHECK(contains(m, "ragged"));
+    m = err("a,b,c\n1,2,x\n3,4,5,y\n");
+    CHECK(contains(m, "line 3"));
+    CHECK(contains(m, "ragged"));
+    m = err("a,b,c\n1,2,x\n3,abc,y\n");
+    CHECK(contains(m, "line 3, column 2"));
+    CHECK(contains(m, "non-numeric"));
+    CHECK(contains(m, "'abc'"));
+    CHECK(contains(m, "'b'"));
+    CHECK(contains(err("a,b,c\n1,2x,x\n"), "non-numeric"));
+    CHECK(contains(err("a,b,c\n1,nan,x\n"), "non-numeric"));
+    CHECK(contains(err("a,b,c\n1,inf,x\n"), "non-numeric"));
+    CHECK(contains(err("a,b,c\n1,1e99,x\n"), "non-numeric"));
+    CHECK(contains(err("a,b,c\n1,,x\n"), "line 2, column 2"));
+    CHECK(contains(err("a,b,c\n1,2,\n"), "empty label"));
+    CHECK(contains(err("a,b,c\n1,\"2,x\n"), "unterminated"));
+    CsvOptions o;
+    o.label_column = "nope";
+    CHECK(contains(err("a,b,c\n1,2,x\n", o), "no column named 'nope'"));
+    o = {};
+    o.label_index = 3;
+    CHECK(contains(err("a,b,c\n1,2,x\n", o), "label_index 3"));
+    o = {};
+    o.drop_columns = {"zz"};
+    CHECK(contains(err("a,b,c\n1,2,x\n", o), "'zz'"));
+    o = {};
+    o.layout = CsvLayout::no_header;
+    o.label_column = "c";
+    CHECK(contains(err("1,2,x\n", o), "no header"));
+    CHECK(contains(err("a\n1\n"), "at least one feature"));
+}

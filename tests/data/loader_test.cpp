@@ -1,0 +1,349 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <dtrain/data/augment.hpp>
+#include <dtrain/data/dataset.hpp>
+#include <dtrain/data/loader.hpp>
+#include <dtrain/data/transform.hpp>
+
+#include "data_test_utils.hpp"
+
+using dtrain::DataLoader;
+using dtrain::LoaderOptions;
+using dtrain::test::error_of;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& sub) {
+    return s.find(sub) != std::string::npos;
+}
+
+/// n samples of `width` features where feature j of sample i is i * 100 + j; label i % 3.
+dtrain::Dataset indexed_dataset(std::size_t n, std::size_t width = 2) {
+    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape({n, width});
+    dtrain::Labels y = dtrain::Labels::from_shape({n});
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < width; ++j)
+            x(i, j) = float(i * 100 + j);
+        y(i) = std::int32_t(i % 3);
+    }
+    return dtrain::make_dataset(std::move(x), std::move(y));
+}
+
+/// Runs one epoch and returns the sample ids seen (decoded from the features) and the batch sizes.
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> run_epoch(DataLoader& l, std::uint64_t epoch) {
+    l.start_epoch(epoch);
+    std::vector<std::size_t> ids, sizes;
+    while (l.next()) {
+        const auto& x = l.features();
+        const auto& y = l.labels();
+        sizes.push_back(y.size());
+        CHECK(x.shape()[0] == y.size());
+        for (std::size_t k = 0; k < y.size(); ++k) {
+            const auto id = std::size_t(x(k, 0)) / 100;
+            CHECK(x(k, 1) == float(id * 100 + 1));
+            CHECK(y(k) == std::int32_t(id % 3));
+            ids.push_back(id);
+        }
+    }
+    return {ids, sizes};
+}
+
+}  // namespace
+
+TEST_CASE("DataLoader yields fixed-size batches, last partial or dropped", "[data][loader]") {
+    const auto d = indexed_dataset(10);
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.shuffle = false;
+    DataLoader l(d, o);
+    CHECK(l.batches_per_epoch() == 3);
+    auto [ids, sizes] = run_epoch(l, 0);
+    CHECK(sizes == std::vector<std::size_t>{4, 4, 2});
+    CHECK(ids == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    o.drop_last = true;
+    DataLoader ld(d, o);
+    CHECK(ld.batches_per_epoch() == 2);
+    std::tie(ids, sizes) = run_epoch(ld, 0);
+    CHECK(sizes == std::vector<std::size_t>{4, 4});
+    CHECK(ids.size() == 8);
+    CHECK_FALSE(ld.next());  // stays finished
+}
+
+TEST_CASE("DataLoader shuffles reproducibly per (seed, epoch) and covers every sample", "[data][loader]") {
+    const auto d = indexed_dataset(37);
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.seed = 77;
+    DataLoader a(d, o), b(d, o);
+    const auto a0 = run_epoch(a, 0).first, a1 = run_epoch(a, 1).first;
+    CHECK(run_epoch(b, 1).first == a1);  // epochs in a different order give the same result
+    CHECK(run_epoch(b, 0).first == a0);
+    CHECK(a0 != a1);
+    std::vector<std::size_t> identity(37);
+    for (std::size_t i = 0; i < 37; ++i)
+        identity[i] = i;
+    CHECK(a0 != identity);
+    for (const auto& v : {a0, a1}) {
+        auto s = v;
+        std::sort(s.begin(), s.end());
+        CHECK(s == identity);
+    }
+    o.seed = 78;
+    DataLoader c(d, o);
+    CHECK(run_epoch(c, 0).first != a0);
+}
+
+TEST_CASE("DataLoader reuses its batch buffers", "[data][loader]") {
+    const auto d = indexed_dataset(10);
+    LoaderOptions o;
+    o.batch_size = 3;
+    DataLoader l(d, o);
+    const float* full = nullptr;
+    const float* tail = nullptr;
+    const std::int32_t* yfull = nullptr;
+    for (std::uint64_t e = 0; e < 3; ++e) {
+        l.start_epoch(e);
+        while (l.next()) {
+            if (l.current_batch_size() == 3) {
+                if (!full) full = l.features().data(), yfull = l.labels().data();
+                CHECK(l.features().data() == full);
+                CHECK(l.labels().data() == yfull);
+            } else {
+                CHECK(l.current_batch_size() == 1);
+                if (!tail) tail = l.features().data();
+                CHECK(l.features().data() == tail);
+            }
+        }
+    }
+    CHECK(full != nullptr);
+    CHECK(tail != nullptr);
+}
+
+TEST_CASE("DataLoader over an index list or a sampler", "[data][loader]") {
+    const auto d = indexed_dataset(20);
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.shuffle = false;
+    DataLoader sub(d, std::vector<std::size_t>{5, 3, 19}, o);
+    CHECK(run_epoch(sub, 0).first == std::vector<std::size_t>{5, 3, 19});
+    // Three ranks' loaders over their shards together see every sample once per epoch (padding aside).
+    std::vector<std::size_t> all;
+    std::size_t batches = 0;
+    for (int r = 0; r < 3; ++r) {
+        const dtrain::ShardOptions so{true, 5, dtrain::ShardTail::none, dtrain::ShardLayout::interleaved};
+        DataLoader l(d, dtrain::DistributedSampler(20, r, 3, so), o);
+        const auto ids = run_epoch(l, 2).first;
+        all.insert(all.end(), ids.begin(), ids.end());
+        batches += l.batches_per_epoch();
+        CHECK(ids == dtrain::shard_indices(20, r, 3, 2, so));  // the sampler's order, not reshuffled
+    }
+    std::sort(all.begin(), all.end());
+    CHECK(all.size() == 20);
+    CHECK(std::unique(all.begin(), all.end()) == all.end());
+    CHECK(batches == 2 + 2 + 2);
+}
+
+TEST_CASE("DataLoader rejects bad arguments", "[data][loader]") {
+    const auto d = indexed_dataset(5);
+    LoaderOptions o;
+    o.batch_size = 0;
+    CHECK(contains(error_of([&] { DataLoader(d, o); }), "batch size must be > 0"));
+    o.batch_size = 6;
+    o.drop_last = true;
+    CHECK(contains(error_of([&] { DataLoader(d, o); }), "no batch would be yielded"));
+    o = {};
+    CHECK(contains(error_of([&] { DataLoader(d, std::vector<std::size_t>{1, 5}, o); }), "index 5"));
+    CHECK(contains(error_of([&] { DataLoader(d, dtrain::DistributedSampler(6, 0, 2), o); }), "6 samples"));
+    o.augment.horizontal_flip = true;
+    CHECK(contains(error_of([&] { DataLoader(d, o); }), "[C, H, W]"));
+}
+
+TEST_CASE("augment_image crops after zero padding and flips", "[data][augment]") {
+    // One channel 3x3: values 1..9.
+    const std::vector<float> src = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    std::vector<float> dst(9);
+    dtrain::augment_image(src.data(), dst.data(), 1, 3, 3, 0, 0, false);
+    CHECK(dst == src);
+    dtrain::augment_image(src.data(), dst.data(), 1, 3, 3, 0, 0, true);
+    CHECK(dst == std::vector<float>{3, 2, 1, 6, 5, 4, 9, 8, 7});
+    dtrain::augment_image(src.data(), dst.data(), 1, 3, 3, 1, -1, false);  // dst(y,x) = src(y+1, x-1)
+    CHECK(dst == std::vector<float>{0, 4, 5, 0, 7, 8, 0, 0, 0});
+    dtrain::augment_image(src.data(), dst.data(), 1, 3, 3, -1, 1, true);  // dst(y,x) = src(y-1, 2-x+1)
+    CHECK(dst == std::vector<float>{0, 0, 0, 0, 3, 2, 0, 6, 5});
+}
+
+TEST_CASE("augment_image matches the padded-crop-then-flip definition for every offset", "[data][augment]") {
+    const long c = 2, h = 3, w = 5;
+    std::vector<float> src(std::size_t(c * h * w));
+    for (std::size_t i = 0; i < src.size(); ++i)
+        src[i] = float(i + 1);
+    std::vector<float> dst(src.size());
+    for (long pad = 0; pad <= 6; ++pad)
+        for (long oy = 0; oy <= 2 * pad; ++oy)
+            for (long ox = 0; ox <= 2 * pad; ++ox)
+                for (bool flip : {false, true}) {
+                    // Reference: zero-pad by `pad`, crop h x w at (oy, ox), then mirror the crop.
+                    const long ph = h + 2 * pad, pw = w + 2 * pad;
+                    std::vector<float> padded(std::size_t(c * ph * pw), 0.0f);
+                    for (long k = 0; k < c; ++k)
+                        for (long y = 0; y < h; ++y)
+                            for (long x = 0; x < w; ++x)
+                                padded[std::size_t((k * ph + y + pad) * pw + x + pad)] =
+                                    src[std::size_t((k * h + y) * w + x)];
+                    std::vector<float> want(src.size());
+                    for (long k = 0; k < c; ++k)
+                        for (long y = 0; y < h; ++y)
+                            for (long x = 0; x < w; ++x) {
+                                const long cx = flip ? w - 1 - x : x;
+                                want[std::size_t((k * h + y) * w + x)] =
+                                    padded[std::size_t((k * ph + y + oy) * pw + cx + ox)];
+                            }
+                    dtrain::augment_image(src.data(), dst.data(), std::size_t(c), std::size_t(h),
+                                          std::size_t(w), oy - pad, ox - pad, flip);
+                    INFO("pad " << pad << " offset (" << oy << ", " << ox << ") flip " << flip);
+                    CHECK(dst == want);
+                }
+}
+
+TEST_CASE("DataLoader augmentation is seeded and draws every crop offset and flip", "[data][augment]") {
+    const std::size_t n = 64, c = 2, h = 4, w = 5, pad = 1;
+    dtrain::Rng rng(4);
+    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape({n, c, h, w});
+    for (auto& v : x)
+        v = float(rng.uniform(0.1, 1.0));  // no zeros, so padding is visible
+    dtrain::Labels y = dtrain::Labels::from_shape({n});
+    for (std::size_t i = 0; i < n; ++i)
+        y(i) = std::int32_t(i);
+    const auto d = dtrain::make_dataset(x, y);
+    LoaderOptions o;
+    o.batch_size = 16;
+    o.augment.crop_padding = pad;
+    o.augment.horizontal_flip = true;
+    o.augment.seed = 3;
+    DataLoader a(d, o), b(d, o);
+    std::set<int> seen;  // (dy, dx, flip) combinations used
+    std::vector<float> epoch0;
+    for (std::uint64_t e = 0; e < 2; ++e) {
+        a.start_epoch(e);
+        b.start_epoch(e);
+        while (a.next()) {
+            REQUIRE(b.next());
+            CHECK(std::equal(a.features().begin(), a.features().end(), b.features().begin()));
+            for (std::size_t k = 0; k < a.current_batch_size(); ++k) {
+                const std::size_t i = std::size_t(a.labels()(k)), m = c * h * w;
+                const float* out = a.features().data() + k * m;
+                if (e == 0) epoch0.insert(epoch0.end(), out, out + m);
+                int match = -1;
+                std::vector<float> cand(m);
+                for (long dy = -1; dy <= 1 && match < 0; ++dy)
+                    for (long dx = -1; dx <= 1 && match < 0; ++dx)
+                        for (int f = 0; f < 2 && match < 0; ++f) {
+                            dtrain::augment_image(d.features.data() + i * m, cand.data(), c, h, w, dy, dx,
+                                                  f == 1);
+                            if (std::equal(cand.begin(), cand.end(), out))
+                                match = int((dy + 1) * 6 + (dx + 1) * 2 + f);
+                        }
+                CHECK(match >= 0);
+                seen.insert(match);
+            }
+        }
+    }
+    CHECK(seen.size() == 18);  // all 3 x 3 offsets x 2 flips occur over 128 draws
+    // A different epoch gives different augmentations of the same samples.
+    a.start_epoch(0);
+    std::vector<float> again;
+    while (a.next())
+        again.insert(again.end(), a.features().begin(), a.features().end());
+    CHECK(again == epoch0);
+    a.start_epoch(5);
+    std::vector<float> other;
+    while (a.next())
+        other.insert(other.end(), a.features().begin(), a.features().end());
+    CHECK(other != epoch0);
+}
+
+TEST_CASE("Datasets from user arrays, subsets and stratified splits", "[data][dataset]") {
+    const std::vector<float> xs = {1, 2, 3, 4, 5, 6};
+    const std::vector<std::int32_t> ys = {0, 1, 1};
+    auto d = dtrain::from_arrays(xs.data(), ys.data(), 3, {2});
+    CHECK(d.features(2, 1) == 6.0f);
+    CHECK(d.num_classes() == 2);
+    const auto s = dtrain::subset(d, {2, 0});
+    CHECK(s.features(0, 0) == 5.0f);
+    CHECK(s.labels(1) == 0);
+    CHECK(contains(error_of([&] { dtrain::subset(d, {3}); }), "index 3"));
+    CHECK(contains(
+        error_of([] {
+            dtrain::make_dataset(dtrain::Tensor<float>::from_shape({3, 2}), dtrain::Labels::from_shape({2}));
+        }),
+        "2 labels"));
+    dtrain::Labels neg = {0, -1};
+    CHECK(contains(error_of([&] {
+                       dtrain::make_dataset(dtrain::Tensor<float>::from_shape({2, 1}), neg);
+                   }),
+                   "label -1"));
+    dtrain::Labels big = {0, 2};
+    CHECK(contains(error_of([&] {
+                       dtrain::make_dataset(dtrain::Tensor<float>::from_shape({2, 1}), big, {"a", "b"});
+                   }),
+                   "label 2"));
+    dtrain::Tensor<float> nanx = dtrain::Tensor<float>::from_shape({2, 1});
+    nanx(0, 0) = 1.0f;
+    nanx(1, 0) = std::nanf("");
+    CHECK(contains(error_of([&] { dtrain::make_dataset(nanx, dtrain::Labels{0, 0}); }), "non-finite"));
+
+    const auto big_d = indexed_dataset(30);  // labels i % 3: 10 per class
+    auto [tr, te] = dtrain::train_test_split(big_d, 0.2, 1);
+    CHECK(tr.size() == 24);
+    CHECK(te.size() == 6);
+    std::vector<int> per(3, 0);
+    for (auto v : te.labels)
+        ++per[std::size_t(v)];
+    CHECK(per == std::vector<int>{2, 2, 2});
+    std::set<float> ids;
+    for (std::size_t i = 0; i < tr.size(); ++i)
+        ids.insert(tr.features(i, 0));
+    for (std::size_t i = 0; i < te.size(); ++i)
+        ids.insert(te.features(i, 0));
+    CHECK(ids.size() == 30);  // disjoint and covering
+}
+
+TEST_CASE("ChannelNormalizer fits per-channel mean and std", "[data][transform]") {
+    dtrain::Rng rng(2);
+    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape({20, 3, 4, 4});
+    for (std::size_t i = 0; i < 20; ++i)
+        for (std::size_t c = 0; c < 3; ++c)
+            for (std::size_t p = 0; p < 16; ++p)
+                x(i, c, p / 4, p % 4) = float(c * 10 + rng.normal(0.0, 1.0 + c));
+    dtrain::ChannelNormalizer cn;
+    cn.fit(x);
+    CHECK(cn.mean()[2] == Approx(20.0).margin(0.5));
+    cn.apply(x);
+    for (std::size_t c = 0; c < 3; ++c) {
+        double m = 0, v = 0;
+        for (std::size_t i = 0; i < 20; ++i)
+            for (std::size_t p = 0; p < 16; ++p)
+                m += x(i, c, p / 4, p % 4);
+        m /= 320;
+        for (std::size_t i = 0; i < 20; ++i)
+            for (std::size_t p = 0; p < 16; ++p)
+                v += (x(i, c, p / 4, p % 4) - m) * (x(i, c, p / 4, p % 4) - m);
+        CHECK(std::abs(m) < 1e-5);
+        CHECK(v / 320 == Approx(1.0).epsilon(1e-4));
+    }
+    dtrain::ChannelNormalizer given({0.5f}, {0.25f});
+    dtrain::Tensor<float> one = dtrain::Tensor<float>::from_shape({1, 1, 1, 2});
+    one(0, 0, 0, 0) = 1.0f;
+    one(0, 0, 0, 1) = 0.0f;
+    given.apply(one);
+    CHECK(one(0, 0, 0, 0) == 2.0f);
+    CHECK(one(0, 0, 0, 1) == -2.0f);
+    CHECK(contains(error_of([&] { given.apply(x); }), "1 channel statistics"));
+    CHECK(contains(error_of([] { dtrain::ChannelNormalizer({1.0f}, {0.0f}); }), "not > 0"));
+}
