@@ -1,0 +1,69 @@
+// DistOptimizer<Async, Opt>: invalid configurations fail with a clear message on every rank, before training.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <dtrain/dist/async.hpp>
+#include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/dense.hpp>
+#include <dtrain/optim/sgd.hpp>
+#include <support/test_utils.hpp>
+
+namespace {
+
+using dtrain::test::all_ranks;
+using dtrain::test::world_rank;
+using dtrain::test::world_size;
+using AsyncSgd = dtrain::DistOptimizer<dtrain::Async, dtrain::SGD<float>>;
+
+dtrain::Model<float> mlp(std::size_t hidden) {
+    dtrain::Model<float> m({4}, 1);
+    m.add(dtrain::Dense<float>(4, hidden)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(hidden, 3));
+    return m;
+}
+
+// The message the constructor throws on this rank ("" when it does not throw).
+std::string construct(dtrain::Model<float>& model, const dtrain::DistOptions& options) {
+    try {
+        AsyncSgd opt(model, dtrain::SGD<float>(0.1), options);
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("Async: fewer than masters + 1 ranks fails on every rank", "[dist][async]") {
+    dtrain::Model<float> model = mlp(8);
+    dtrain::DistOptions options;
+    options.masters = world_size();  // no rank left for a worker
+    const std::string what = construct(model, options);
+    INFO(what);
+    CHECK(what.find(std::to_string(world_size()) + " master(s) need at least " +
+                    std::to_string(world_size() + 1) + " ranks") != std::string::npos);
+    CHECK(all_ranks(!what.empty()));
+
+    options.masters = 0;
+    const std::string zero = construct(model, options);
+    CHECK(zero.find("options.masters must be at least 1, got 0") != std::string::npos);
+}
+
+TEST_CASE("Async: ranks that disagree on the model or the options fail on every rank", "[dist][async]") {
+    if (world_size() < 2) return;
+    dtrain::Model<float> model = mlp(world_rank() == 1 ? 9 : 8);
+    const std::string what = construct(model, dtrain::DistOptions{});
+    INFO(what);
+    CHECK(what.find("ranks disagree on the parameter count") != std::string::npos);
+
+    dtrain::Model<float> same = mlp(8);
+    dtrain::DistOptions options;
+    options.staleness = world_rank() == 0 ? 3 : 4;
+    const std::string opts = construct(same, options);
+    INFO(opts);
+    CHECK(opts.find("ranks disagree on the options.staleness") != std::string::npos);
+
+    // After the failures, a valid configuration still works (nothing was left pending).
+    dtrain::Model<float> ok = mlp(8);
+    CHECK(construct(ok, dtrain::DistOptions{}).empty());
+}
