@@ -10,3 +10,4 @@
 #include <dtrain/data.hpp>
 #include <dtrain/comm.hpp>
 #include <dtrain/dist.hpp>
+#include <dtrain/util.hpp>

@@ -1,0 +1,159 @@
+// cifar10_cnn: the course report's CNN on CIFAR-10, trained data-parallel over MPI ranks.
+//
+//   mpiexec.mpich -n 2 ./cifar10_cnn --data /path/to/cifar-10-batches-bin
+//   mpiexec.mpich -n 2 ./cifar10_cnn --synthetic --epochs 2      # no data set needed
+//
+// Reads the CIFAR-10 binary version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin) from a
+// directory; --synthetic generates CIFAR-shaped images of ten learnable classes instead, so the program
+// (and the scaling study) runs without the data set.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <dtrain/dtrain.hpp>
+
+#include "../common/train_classifier.hpp"
+
+namespace {
+
+// The first `limit` samples of `d` (all when limit is 0 or at least its size).
+dtrain::Dataset first(const dtrain::Dataset& d, std::size_t limit) {
+    if (limit == 0 || limit >= d.size()) return d;
+    std::vector<std::size_t> idx(limit);
+    for (std::size_t k = 0; k < limit; ++k)
+        idx[k] = k;
+    return dtrain::subset(d, idx);
+}
+
+// `n` synthetic [3, 32, 32] images in [0, 1]: class c is a fixed random smooth pattern (seeded by `seed`,
+// the same for both splits) plus per-image noise drawn from `sample_seed`; labels cycle 0..9.
+dtrain::Dataset synthetic(std::size_t n, std::uint64_t seed, std::uint64_t sample_seed) {
+    constexpr std::size_t c = 3, h = 32, w = 32, m = c * h * w, classes = 10;
+    dtrain::Rng pattern_rng(seed);
+    std::vector<float> patterns(classes * m);
+    for (std::size_t k = 0; k < classes; ++k) {
+        // A few random low-frequency waves per channel make each class's template.
+        for (std::size_t ch = 0; ch < c; ++ch) {
+            const double fy = pattern_rng.uniform(0.5, 3.0), fx = pattern_rng.uniform(0.5, 3.0);
+            const double py = pattern_rng.uniform(0, 6.283), px = pattern_rng.uniform(0, 6.283);
+            for (std::size_t y = 0; y < h; ++y)
+                for (std::size_t x = 0; x < w; ++x)
+                    patterns[k * m + (ch * h + y) * w + x] =
+                        float(0.5 + 0.25 * std::sin(fy * 6.283 * double(y) / h + py) *
+                                        std::cos(fx * 6.283 * double(x) / w + px));
+        }
+    }
+    dtrain::Rng rng(sample_seed);
+    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape({n, c, h, w});
+    dtrain::Labels y = dtrain::Labels::from_shape({n});
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = i % classes;
+        y(i) = std::int32_t(k);
+        for (std::size_t j = 0; j < m; ++j) {
+            const double v = patterns[k * m + j] + 0.45 * rng.normal();
+            x.data()[i * m + j] = float(v < 0 ? 0 : v > 1 ? 1 : v);
+        }
+    }
+    auto d = dtrain::make_dataset(std::move(x), std::move(y), dtrain::cifar10_class_names());
+    d.source = "synthetic CIFAR-shaped data";
+    return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    dtrain::Environment env(argc, argv);
+    example::CommonFlags f;
+    f.epochs = 10;
+    f.batch_size = 32;
+    f.lr = 0.01;
+    std::string data = "data/cifar-10-batches-bin";
+    std::size_t train_limit = 0, test_limit = 0;
+    double momentum = 0.9, weight_decay = 5e-4;
+    bool augment = false, use_synthetic = false;
+    dtrain::CommandLine cli(
+        "cifar10_cnn",
+        "Trains the course report's CNN (Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-\n"
+        "Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10), with a Flatten before the first Dense) on\n"
+        "CIFAR-10, data-parallel over the MPI ranks. Download the binary version from\n"
+        "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and extract it; pass the directory\n"
+        "cifar-10-batches-bin with --data. --synthetic needs no data set.");
+    example::add_common_flags(cli, f);
+    cli.add("data", data, "directory of the CIFAR-10 binary batches").metavar("DIR");
+    cli.add("synthetic", use_synthetic, "train on generated CIFAR-shaped images instead of the data set");
+    cli.add("train-limit", train_limit, "use only the first N training images (0 = all; synthetic: 5000)");
+    cli.add("test-limit", test_limit, "use only the first N test images (0 = all; synthetic: 1000)");
+    cli.add("momentum", momentum, "SGD momentum").at_least(0.0).at_most(0.999);
+    cli.add("weight-decay", weight_decay, "SGD weight decay (L2)").at_least(0.0);
+    cli.add("augment", augment, "augment training images: random crop after 4-pixel padding, random flip");
+    const int status = example::parse_flags(cli, f, argc, argv);
+    if (status != example::keep_going) return status;
+
+    dtrain::Dataset train, test;
+    try {
+        if (use_synthetic) {
+            train = synthetic(train_limit ? train_limit : 5000, f.seed, f.seed + 1);
+            test = synthetic(test_limit ? test_limit : 1000, f.seed, f.seed + 2);
+        } else {
+            DTRAIN_CHECK(
+                std::filesystem::is_regular_file(data + "/data_batch_1.bin") ||
+                    std::filesystem::is_regular_file(data + "/data_batch_1.bin.gz"),
+                "CIFAR-10 not found: '", data,
+                "/data_batch_1.bin' does not exist.\n"
+                "  Download https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz, extract it (tar xzf) "
+                "and pass\n  --data <where>/cifar-10-batches-bin (it holds data_batch_1.bin ... "
+                "data_batch_5.bin and test_batch.bin),\n  or run with --synthetic to train on generated "
+                "images without the data set");
+            train = first(dtrain::load_cifar10(data, dtrain::Split::train), train_limit);
+            test = first(dtrain::load_cifar10(data, dtrain::Split::test), test_limit);
+        }
+        DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
+                     " training images cannot be divided among ", env.size(), " ranks");
+    } catch (const dtrain::Error& e) {
+        if (env.rank() == 0) std::cerr << "cifar10_cnn: error: " << e.what() << "\n";
+        return 2;
+    }
+    // The published CIFAR-10 channel statistics.
+    const dtrain::ChannelNormalizer norm({0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f});
+    norm.apply(train.features);
+    norm.apply(test.features);
+
+    dtrain::Model<float> model({3, 32, 32}, f.seed);
+    model.add(dtrain::Conv2d<float>(3, 64, 5))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::MaxPool2d<float>(2))
+        .add(dtrain::Conv2d<float>(64, 16, 5))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::MaxPool2d<float>(2))
+        .add(dtrain::Flatten<float>())
+        .add(dtrain::Dense<float>(400, 120))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::Dense<float>(120, 84))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::Dense<float>(84, 10));
+    if (env.rank() == 0) {
+        std::printf(
+            "cifar10_cnn: %s; SGD lr %g momentum %g weight decay %g, batch %zu per rank, %d epochs%s\n",
+            train.source.c_str(), f.lr, momentum, weight_decay, f.batch_size, f.epochs,
+            augment ? ", augmented" : "");
+        model.summary(std::cout);
+    }
+
+    example::TrainSetup setup;
+    setup.singa_style = true;
+    if (augment) {
+        setup.augment.crop_padding = 4;
+        setup.augment.horizontal_flip = true;
+    }
+    const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
+    const auto result = example::with_policy(f.comm, [&](auto tag) {
+        using Policy = typename decltype(tag)::type;
+        return example::train_classifier<Policy>(model, dtrain::SGD<float>(sgd),
+                                                 dtrain::SoftmaxCrossEntropy<float>(), train, test, f, setup);
+    });
+    return example::accuracy_status(f, result);
+}

@@ -1,0 +1,379 @@
+#pragma once
+
+// Shared plumbing of dtrain's example programs (like SINGA's train_cnn.py, which its CNN examples share):
+// the common command-line flags, choosing the communicator policy from --comm, and one data-parallel
+// training loop for a classifier with per-epoch metrics reduced over the workers, a live progress bar,
+// a metrics CSV and a Chrome-trace timeline. Each example builds its model and data and calls
+// train_classifier().
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <mpi.h>
+
+#include <dtrain/dtrain.hpp>
+
+namespace example {
+
+/// Flags every example accepts.
+struct CommonFlags {
+    int epochs = 10;
+    std::size_t batch_size = 64;
+    double lr = 0.01;
+    std::uint64_t seed = 42;
+    int threads = 1;
+    std::string comm = "collective";
+    int masters = 1;
+    long long staleness = -1;
+    std::string log;
+    std::string timeline;
+    std::string progress = "auto";
+    std::size_t steps = 0;
+    bool eval = true;
+    double min_accuracy = -1.0;
+};
+
+/// Declares the common flags on `cli`, bound to `f` (whose values are the defaults shown by --help).
+inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
+    cli.add("epochs", f.epochs, "passes over the training data").at_least(1);
+    cli.add("batch-size", f.batch_size, "samples per batch per worker").at_least(1);
+    cli.add("lr", f.lr, "learning rate").at_least(0.0);
+    cli.add("seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
+    cli.add("threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)").at_least(1);
+    cli.add("comm", f.comm, "communicator policy").choices({"collective", "ring", "naive", "async"});
+    cli.add("masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers")
+        .at_least(1);
+    cli.add("staleness", f.staleness,
+            "async: max steps a worker may run ahead of the slowest (-1 = unbounded)")
+        .at_least(-1);
+    cli.add("log", f.log, "write per-epoch metrics to this CSV file (one row per epoch)").metavar("PATH");
+    cli.add("timeline", f.timeline, "write a Chrome trace of every rank (open in ui.perfetto.dev)")
+        .metavar("PATH");
+    cli.add("progress", f.progress, "live progress bar: auto = when stdout is a terminal")
+        .choices({"auto", "on", "off"});
+    cli.add("steps", f.steps, "stop each epoch after this many steps per worker (0 = whole epoch)");
+    cli.add("eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");
+    cli.add("min-accuracy", f.min_accuracy, "exit with status 3 when the final test accuracy is below this")
+        .metavar("X");
+}
+
+/// Tag carrying a communicator policy type.
+template <class P>
+struct PolicyTag {
+    using type = P;
+};
+
+/// Calls `fn(PolicyTag<P>{})` with the policy named by `comm` (collective, ring, naive or async).
+template <class Fn>
+decltype(auto) with_policy(const std::string& comm, Fn&& fn) {
+    if (comm == "ring") return fn(PolicyTag<dtrain::Ring>{});
+    if (comm == "naive") return fn(PolicyTag<dtrain::Naive>{});
+    if (comm == "async") return fn(PolicyTag<dtrain::Async>{});
+    return fn(PolicyTag<dtrain::Collective>{});
+}
+
+/// DistOptions from the flags.
+inline dtrain::DistOptions dist_options(const CommonFlags& f) {
+    dtrain::DistOptions o;
+    o.masters = f.masters;
+    o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
+    return o;
+}
+
+/// This process's rank in MPI_COMM_WORLD.
+inline int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+/// Number of processes in MPI_COMM_WORLD.
+inline int world_size() {
+    int s = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return s;
+}
+
+/// The program name for messages.
+inline std::string cli_name(char** argv) {
+    std::string s = argv[0];
+    const auto slash = s.find_last_of('/');
+    return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+/// parse_flags()'s result meaning "go on with the program".
+inline constexpr int keep_going = -1;
+
+/// Parses the command line on every rank (parsing is deterministic, so every rank agrees). Returns
+/// keep_going to go on, or the exit status: 0 after --help (printed by rank 0), 2 on a bad flag (message
+/// by rank 0). Also checks the flags against the number of ranks and sets the BLAS threads.
+inline int parse_flags(dtrain::CommandLine& cli, const CommonFlags& f, int argc, char** argv) {
+    const int rank = world_rank(), size = world_size();
+    try {
+        if (!cli.parse(argc, argv)) {
+            if (rank == 0) cli.usage(std::cout);
+            return 0;
+        }
+        DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
+                     f.masters, " needs at least ", f.masters + 1, " ranks (run with mpiexec -n ",
+                     f.masters + 1, " or more), got ", size);
+        DTRAIN_CHECK(f.comm == "async" || (!cli.given("masters") && !cli.given("staleness")),
+                     "command line: --masters and --staleness apply to --comm async only");
+        dtrain::set_blas_threads(f.threads);
+    } catch (const dtrain::Error& e) {
+        if (rank == 0) std::cerr << cli_name(argv) << ": error: " << e.what() << "\n";
+        return 2;
+    }
+    return keep_going;
+}
+
+/// What a program adds to the shared training loop.
+struct TrainSetup {
+    /// Augmentation of training images (off by default).
+    dtrain::AugmentOptions augment;
+    /// Batch size of evaluation.
+    std::size_t eval_batch_size = 500;
+    /// Print SINGA-style per-epoch output ("Starting Epoch", "Training loss = ...") instead of one line.
+    bool singa_style = false;
+};
+
+/// Sums of one pass over a data set.
+struct PassTotals {
+    double loss_sum = 0.0;  // sum over samples of the loss
+    double correct = 0.0;
+    double samples = 0.0;
+};
+
+/// Evaluates `model` (in eval mode) on the samples `indices` of `data`; returns local sums.
+template <class Loss>
+PassTotals evaluate(dtrain::Model<float>& model, const Loss& loss, const dtrain::Dataset& data,
+                    std::vector<std::size_t> indices, std::size_t batch_size) {
+    PassTotals t;
+    if (indices.empty()) return t;
+    dtrain::LoaderOptions lo;
+    lo.batch_size = batch_size;
+    lo.shuffle = false;
+    dtrain::DataLoader loader(data, std::move(indices), lo);
+    dtrain::Tensor<float> grad;
+    model.eval();
+    loader.start_epoch(0);
+    while (loader.next()) {
+        const auto& out = model.forward(loader.features());
+        const double n = double(loader.current_batch_size());
+        t.loss_sum += double(loss.compute(out, loader.labels(), grad)) * n;
+        t.correct += double(dtrain::count_correct(out, loader.labels()));
+        t.samples += n;
+    }
+    model.train();
+    return t;
+}
+
+/// Result of train_classifier().
+struct TrainResult {
+    double final_test_accuracy = std::numeric_limits<double>::quiet_NaN();
+    double samples_per_s = 0.0;  // of the last epoch, over all workers
+};
+
+/// Data-parallel training of `model` with the local optimizer `opt` under communicator policy `Policy`.
+/// The training set is sharded over the workers each epoch (DistributedSampler: shuffled, equal shares),
+/// each worker trains on `f.batch_size` samples per step and the test set is split among the workers for
+/// evaluation. The first worker (rank 0 for the synchronous policies, rank M for async) prints one line
+/// per epoch with the global training loss and accuracy, the test loss and accuracy and the elapsed time
+/// (maximum over workers), shows a live progress bar when asked, and writes the CSV log. With --timeline
+/// every rank records data loading, forward, backward, step and evaluation. Collective over MPI_COMM_WORLD.
+template <class Policy, class Opt, class Loss>
+TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& loss,
+                             const dtrain::Dataset& train, const dtrain::Dataset& test, const CommonFlags& f,
+                             const TrainSetup& setup) {
+    auto& tl = dtrain::timeline();
+    if (!f.timeline.empty()) tl.enable(std::size_t(1) << 18, MPI_COMM_WORLD);
+
+    dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options(f));
+    const bool printer = dopt.is_worker() && dopt.worker_rank() == 0;
+    const bool live = f.progress == "on" || (f.progress == "auto" && dtrain::stdout_is_terminal());
+    dtrain::ProgressBar bar(std::cout, printer && live);
+    dtrain::CsvLog csv;
+    if (!f.log.empty())
+        csv = dtrain::CsvLog(
+            f.log, {"epoch", "train_loss", "train_acc", "test_loss", "test_acc", "time_s", "samples_per_s"},
+            printer);
+    if (world_rank() == 0) {
+        std::string comm = f.comm;
+        if (f.comm == "async")
+            comm += " (" + std::to_string(f.masters) + " master(s), staleness " +
+                    (f.staleness < 0 ? std::string("unbounded") : std::to_string(f.staleness)) + ")";
+        std::printf("%d rank(s), communicator %s; batch %zu per worker; %zu training / %zu test samples\n",
+                    world_size(), comm.c_str(), f.batch_size, train.size(), test.size());
+        std::fflush(stdout);
+    }
+
+    TrainResult result;
+    double last_test_acc = std::numeric_limits<double>::quiet_NaN();
+    auto worker_loop = [&] {
+        const int wr = dopt.worker_rank(), wn = dopt.num_workers();
+        dtrain::ShardOptions so;
+        so.seed = f.seed;
+        dtrain::LoaderOptions lo;
+        lo.batch_size = f.batch_size;
+        lo.seed = f.seed;
+        lo.augment = setup.augment;
+        lo.augment.seed = f.seed + 7919u * std::uint64_t(wr + 1);
+        dtrain::DataLoader loader(train, dtrain::DistributedSampler(train.size(), wr, wn, so), lo);
+        const auto test_part = test.size() >= std::size_t(wn) ? dtrain::eval_shard(test.size(), wr, wn)
+                                                              : std::vector<std::size_t>{};
+        dtrain::Tensor<float> grad;
+        for (int epoch = 1; epoch <= f.epochs; ++epoch) {
+            loader.start_epoch(std::uint64_t(epoch - 1));
+            std::size_t batches = loader.batches_per_epoch();
+            if (f.steps > 0) batches = std::min(batches, f.steps);
+            bar.start(std::size_t(epoch), std::size_t(f.epochs), batches);
+            if (setup.singa_style && printer) {
+                std::printf("Starting Epoch %d:\n", epoch - 1);
+                std::fflush(stdout);
+            }
+            PassTotals tr;
+            model.train();
+            const double t0 = MPI_Wtime();
+            for (std::size_t b = 0; b < batches; ++b) {
+                {
+                    dtrain::TimelineScope s("data", "data");
+                    if (!loader.next()) break;
+                }
+                const auto& x = loader.features();
+                const auto& y = loader.labels();
+                dopt.zero_grad();
+                double l = 0.0, correct = 0.0;
+                {
+                    dtrain::TimelineScope s("forward", "compute");
+                    const auto& out = model.forward(x);
+                    l = double(loss.compute(out, y, grad));
+                    correct = double(dtrain::count_correct(out, y));
+                }
+                {
+                    dtrain::TimelineScope s("backward", "compute");
+                    model.backward(grad);
+                }
+                {
+                    dtrain::TimelineScope s("step", "optim");
+                    dopt.step();
+                }
+                const double n = double(y.size());
+                tr.loss_sum += l * n;
+                tr.correct += correct;
+                tr.samples += n;
+                bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples, std::size_t(tr.samples));
+            }
+            const double train_time = MPI_Wtime() - t0;
+            bar.finish();
+
+            PassTotals te;
+            if (f.eval) {
+                dtrain::TimelineScope s("evaluate", "eval");
+                te = evaluate(model, loss, test, test_part, setup.eval_batch_size);
+            }
+            const double elapsed = MPI_Wtime() - t0;
+            // Global metrics over the workers (collective over the workers).
+            const double g_loss = dopt.global_sum(tr.loss_sum), g_correct = dopt.global_sum(tr.correct),
+                         g_samples = dopt.global_sum(tr.samples);
+            const double g_tloss = dopt.global_sum(te.loss_sum), g_tcorrect = dopt.global_sum(te.correct),
+                         g_tsamples = dopt.global_sum(te.samples);
+            double times[2] = {train_time, elapsed}, max_times[2] = {0, 0};
+            DTRAIN_MPI_CHECK(MPI_Allreduce(times, max_times, 2, MPI_DOUBLE, MPI_MAX, dopt.worker_comm()));
+            const double train_loss = g_loss / std::max(1.0, g_samples),
+                         train_acc = g_correct / std::max(1.0, g_samples);
+            const double test_loss = g_tsamples > 0 ? g_tloss / g_tsamples : std::nan("");
+            const double test_acc = g_tsamples > 0 ? g_tcorrect / g_tsamples : std::nan("");
+            const double rate = max_times[0] > 0 ? g_samples / max_times[0] : 0.0;
+            last_test_acc = test_acc;
+            result.samples_per_s = rate;
+            if (printer) {  // one write per epoch, so mpiexec never splits the line
+                char line[512];
+                if (setup.singa_style) {
+                    std::snprintf(line, sizeof line,
+                                  "Training loss = %.6f, training accuracy = %.6f\n"
+                                  "Evaluation accuracy = %.6f, Elapsed Time = %.2fs (%.0f samples/s)\n",
+                                  train_loss, train_acc, test_acc, max_times[1], rate);
+                } else if (f.eval) {
+                    std::snprintf(
+                        line, sizeof line,
+                        "epoch %3d/%d  loss %.4f  train acc %6.2f%%  test loss %.4f  test acc %6.2f%%  "
+                        "%.2fs  %.0f samples/s\n",
+                        epoch, f.epochs, train_loss, 100.0 * train_acc, test_loss, 100.0 * test_acc,
+                        max_times[1], rate);
+                } else {
+                    std::snprintf(line, sizeof line,
+                                  "epoch %3d/%d  loss %.4f  train acc %6.2f%%  %.2fs  %.0f samples/s\n",
+                                  epoch, f.epochs, train_loss, 100.0 * train_acc, max_times[1], rate);
+                }
+                std::fputs(line, stdout);
+                std::fflush(stdout);
+            }
+            csv.row({double(epoch), train_loss, train_acc, test_loss, test_acc, max_times[1], rate});
+        }
+    };
+
+    if (dopt.is_worker()) {
+        dopt.run(worker_loop);
+    } else {
+        dtrain::TimelineScope s("serve (parameter server)", "comm");
+        dopt.run(worker_loop);
+    }
+
+    // Final accuracy: for the synchronous policies every rank holds the final model, whose accuracy the
+    // last epoch measured; for async the final parameters are assembled on rank 0, which evaluates them.
+    double final_acc = last_test_acc;
+    if (f.comm == "async") {
+        final_acc = std::numeric_limits<double>::quiet_NaN();
+        if (world_rank() == 0 && f.eval) {
+            std::vector<std::size_t> all(test.size());
+            for (std::size_t i = 0; i < all.size(); ++i)
+                all[i] = i;
+            const PassTotals t = evaluate(model, loss, test, std::move(all), setup.eval_batch_size);
+            final_acc = t.correct / std::max(1.0, t.samples);
+            std::printf("final model (assembled on rank 0): test accuracy %.2f%%\n", 100.0 * final_acc);
+            std::fflush(stdout);
+        }
+    }
+    // Every rank learns rank 0's figure (rank 0 is a worker, or the async master holding the final model),
+    // so all ranks return the same exit status.
+    DTRAIN_MPI_CHECK(MPI_Bcast(&final_acc, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    DTRAIN_MPI_CHECK(
+        MPI_Bcast(&result.samples_per_s, 1, MPI_DOUBLE, f.comm == "async" ? f.masters : 0, MPI_COMM_WORLD));
+    result.final_test_accuracy = final_acc;
+
+    if (!f.timeline.empty()) {
+        tl.disable();
+        tl.write(f.timeline, MPI_COMM_WORLD);
+        if (world_rank() == 0) {
+            std::printf("wrote timeline %s (%d ranks; open in ui.perfetto.dev or chrome://tracing)\n",
+                        f.timeline.c_str(), world_size());
+            std::fflush(stdout);
+        }
+    }
+    return result;
+}
+
+/// Applies --min-accuracy: returns 3 (and rank 0 says why) when the final test accuracy is below it.
+inline int accuracy_status(const CommonFlags& f, const TrainResult& r) {
+    if (f.min_accuracy < 0) return 0;
+    if (r.final_test_accuracy >= f.min_accuracy) {
+        if (world_rank() == 0)
+            std::printf("final test accuracy %.2f%% >= %.2f%%: OK\n", 100.0 * r.final_test_accuracy,
+                        100.0 * f.min_accuracy);
+        return 0;
+    }
+    if (world_rank() == 0)
+        std::fprintf(stderr, "final test accuracy %.2f%% is below --min-accuracy %.2f%%\n",
+                     100.0 * r.final_test_accuracy, 100.0 * f.min_accuracy);
+    return 3;
+}
+
+}  // namespace example

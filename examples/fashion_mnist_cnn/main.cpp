@@ -1,0 +1,104 @@
+// fashion_mnist_cnn: the CNN of the SINGA tutorial on Fashion-MNIST, trained data-parallel over MPI ranks
+// with SINGA's hyper-parameters (SGD lr 0.005, momentum 0.9, weight decay 1e-5, batch 64 per rank).
+//
+//   mpiexec.mpich -n 2 ./fashion_mnist_cnn                    # full data set, 10 epochs
+//   mpiexec.mpich -n 2 ./fashion_mnist_cnn --train-limit 2000 --test-limit 500 --epochs 2
+//
+// The training images are sharded by rank every epoch; every epoch the first rank prints the global
+// training loss and accuracy, the evaluation accuracy and the elapsed time, reduced over the ranks, like
+// SINGA's train_cnn.py.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <dtrain/dtrain.hpp>
+
+#include "../common/train_classifier.hpp"
+
+namespace {
+
+// The first `limit` samples of `d` (all when limit is 0 or at least its size).
+dtrain::Dataset first(const dtrain::Dataset& d, std::size_t limit) {
+    if (limit == 0 || limit >= d.size()) return d;
+    std::vector<std::size_t> idx(limit);
+    for (std::size_t k = 0; k < limit; ++k)
+        idx[k] = k;
+    return dtrain::subset(d, idx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    dtrain::Environment env(argc, argv);
+    example::CommonFlags f;
+    f.epochs = 10;
+    f.batch_size = 64;
+    f.lr = 0.005;
+    std::string data = dtrain::kFashionMnistDir;
+    std::size_t train_limit = 0, test_limit = 0;
+    double momentum = 0.9, weight_decay = 1e-5;
+    bool augment = false;
+    dtrain::CommandLine cli(
+        "fashion_mnist_cnn",
+        "Trains the SINGA tutorial's CNN (Conv2d(1,20,5)-ReLU-MaxPool(2)-Conv2d(20,50,5)-ReLU-MaxPool(2)-\n"
+        "Flatten-Dense(800,500)-ReLU-Dense(500,10)) on Fashion-MNIST, data-parallel over the MPI ranks.\n"
+        "The data directory holds train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz),\n"
+        "t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz) (Debian: dataset-fashion-mnist).");
+    example::add_common_flags(cli, f);
+    cli.add("data", data, "Fashion-MNIST directory").metavar("DIR");
+    cli.add("train-limit", train_limit, "use only the first N training images (0 = all 60000)");
+    cli.add("test-limit", test_limit, "use only the first N test images (0 = all 10000)");
+    cli.add("momentum", momentum, "SGD momentum").at_least(0.0).at_most(0.999);
+    cli.add("weight-decay", weight_decay, "SGD weight decay (L2)").at_least(0.0);
+    cli.add("augment", augment, "augment training images: random crop after 2-pixel padding, random flip");
+    const int status = example::parse_flags(cli, f, argc, argv);
+    if (status != example::keep_going) return status;
+
+    dtrain::Dataset train, test;
+    try {
+        train = first(dtrain::load_fashion_mnist(dtrain::Split::train, data), train_limit);
+        test = first(dtrain::load_fashion_mnist(dtrain::Split::test, data), test_limit);
+        DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
+                     " training images cannot be divided among ", env.size(), " ranks");
+    } catch (const dtrain::Error& e) {
+        if (env.rank() == 0)
+            std::cerr
+                << "fashion_mnist_cnn: error: " << e.what()
+                << "\n(pass the directory holding the Fashion-MNIST IDX files with --data DIR; on Debian "
+                   "install the package dataset-fashion-mnist)\n";
+        return 2;
+    }
+
+    dtrain::Model<float> model({1, 28, 28}, f.seed);
+    model.add(dtrain::Conv2d<float>(1, 20, 5))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::MaxPool2d<float>(2))
+        .add(dtrain::Conv2d<float>(20, 50, 5))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::MaxPool2d<float>(2))
+        .add(dtrain::Flatten<float>())
+        .add(dtrain::Dense<float>(800, 500))
+        .add(dtrain::ReLU<float>())
+        .add(dtrain::Dense<float>(500, 10));
+    if (env.rank() == 0) {
+        std::printf(
+            "fashion_mnist_cnn: SGD lr %g momentum %g weight decay %g, batch %zu per rank, %d epochs%s\n",
+            f.lr, momentum, weight_decay, f.batch_size, f.epochs, augment ? ", augmented" : "");
+        model.summary(std::cout);
+    }
+
+    example::TrainSetup setup;
+    setup.singa_style = true;
+    if (augment) {
+        setup.augment.crop_padding = 2;
+        setup.augment.horizontal_flip = true;
+    }
+    const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
+    const auto result = example::with_policy(f.comm, [&](auto tag) {
+        using Policy = typename decltype(tag)::type;
+        return example::train_classifier<Policy>(model, dtrain::SGD<float>(sgd),
+                                                 dtrain::SoftmaxCrossEntropy<float>(), train, test, f, setup);
+    });
+    return example::accuracy_status(f, result);
+}
