@@ -3,4 +3,8 @@
 /// @file
 /// Communicator policies: how ranks move buffers.
 
+#include <dtrain/comm/collective.hpp>
 #include <dtrain/comm/communicator.hpp>
+#include <dtrain/comm/metrics.hpp>
+#include <dtrain/comm/naive.hpp>
+#include <dtrain/comm/ring.hpp>

@@ -4,6 +4,7 @@
 /// Core: errors, spans, tensors, random numbers, BLAS and the thin MPI layer.
 
 #include <dtrain/core/blas.hpp>
+#include <dtrain/core/environment.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/rng.hpp>

@@ -1,0 +1,121 @@
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#include <mpi.h>
+
+#include <dtrain/comm/communicator.hpp>
+#include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/core/span.hpp>
+
+namespace dtrain {
+
+/// Communicator policy that delegates to the MPI library's collectives: MPI_Bcast, in-place
+/// MPI_Allreduce with MPI_SUM and MPI_Iallreduce for the nonblocking form. Models the Communicator concept
+/// (see comm/communicator.hpp). Works on a duplicate of the given communicator with MPI_ERRORS_RETURN, so
+/// MPI failures throw dtrain::Error naming the call. Copying duplicates the communicator again (collective),
+/// moving steals it. The MPI library's reduction order is its own; MPICH returns bitwise-identical sums on
+/// every rank.
+class Collective {
+public:
+    /// Handle of one nonblocking all-reduce started by iallreduce_sum. Move-only. Destroying a request
+    /// that has not completed waits for it (errors are then swallowed); it must complete before the
+    /// Collective that started it is destroyed.
+    class Request {
+    public:
+        /// An inactive request (test() is immediately true).
+        Request() noexcept = default;
+        Request(const Request&) = delete;
+        Request& operator=(const Request&) = delete;
+        /// Takes over other's operation; other becomes inactive.
+        Request(Request&& other) noexcept : req_(std::exchange(other.req_, MPI_REQUEST_NULL)) {}
+        /// Completes this request's operation (if any), then takes over other's.
+        Request& operator=(Request&& other) noexcept {
+            if (this != &other) {
+                finish_quietly();
+                req_ = std::exchange(other.req_, MPI_REQUEST_NULL);
+            }
+            return *this;
+        }
+        /// Waits for a pending operation so its buffer is never left in flight.
+        ~Request() { finish_quietly(); }
+        /// True while the operation has not completed.
+        bool active() const noexcept { return req_ != MPI_REQUEST_NULL; }
+
+    private:
+        friend class Collective;
+        void finish_quietly() noexcept {
+            if (req_ == MPI_REQUEST_NULL) return;
+            int finalized = 0;
+            MPI_Finalized(&finalized);
+            if (!finalized) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+            req_ = MPI_REQUEST_NULL;
+        }
+        MPI_Request req_ = MPI_REQUEST_NULL;
+    };
+
+    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
+    explicit Collective(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
+
+    /// This rank.
+    int rank() const noexcept { return comm_.rank(); }
+    /// Number of ranks.
+    int size() const noexcept { return comm_.size(); }
+    /// The duplicated communicator this policy works on.
+    MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
+
+    /// Every rank ends with root's `data` (MPI_Bcast). Requires equal lengths on all ranks and
+    /// 0 <= root < size(); an invalid root throws dtrain::Error from MPI_Bcast.
+    template <class T>
+    void broadcast(Span<T> data, int root) {
+        const int count = detail::mpi_count(data, "Collective::broadcast");
+        DTRAIN_MPI_CHECK(MPI_Bcast(data.data(), count, mpi_type<T>(), root, comm_.get()));
+    }
+
+    /// In-place element-wise sum over all ranks (MPI_Allreduce with MPI_IN_PLACE and MPI_SUM).
+    /// Requires equal lengths on all ranks.
+    template <class T>
+    void allreduce_sum(Span<T> data) {
+        const int count = detail::mpi_count(data, "Collective::allreduce_sum");
+        DTRAIN_MPI_CHECK(
+            MPI_Allreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), MPI_SUM, comm_.get()));
+    }
+
+    /// Starts an in-place sum over all ranks (MPI_Iallreduce); `data` must not be touched until test()
+    /// returned true or wait() returned. All ranks must start their requests in the same order.
+    template <class T>
+    Request iallreduce_sum(Span<T> data) {
+        const int count = detail::mpi_count(data, "Collective::iallreduce_sum");
+        Request r;
+        DTRAIN_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), MPI_SUM, comm_.get(), &r.req_));
+        return r;
+    }
+
+    /// Advances `request`; true once it has completed (also for an inactive request).
+    bool test(Request& request) {
+        if (request.req_ == MPI_REQUEST_NULL) return true;
+        int done = 0;
+        DTRAIN_MPI_CHECK(MPI_Test(&request.req_, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+    }
+
+    /// Blocks until `request` has completed.
+    void wait(Request& request) {
+        if (request.req_ == MPI_REQUEST_NULL) return;
+        DTRAIN_MPI_CHECK(MPI_Wait(&request.req_, MPI_STATUS_IGNORE));
+    }
+
+    /// Synchronises all ranks (MPI_Barrier).
+    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
+
+private:
+    detail::CommHandle comm_;
+};
+
+static_assert(is_communicator_v<Collective>, "Collective must model the Communicator concept");
+
+}  // namespace dtrain

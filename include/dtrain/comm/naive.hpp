@@ -1,0 +1,269 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include <mpi.h>
+
+#include <dtrain/comm/communicator.hpp>
+#include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/comm/detail/scratch_pool.hpp>
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/core/span.hpp>
+
+namespace dtrain {
+
+namespace detail {
+
+/// One naive all-reduce as a state machine: every rank sends its whole buffer to every other rank and
+/// receives every other rank's buffer (all MPI_Isend/MPI_Irecv posted at once), then sums in rank order
+/// x0 + x1 + ... + x(p-1) so every rank computes the bitwise-identical result. The scratch buffer holds
+/// the MPI requests followed by one n-element slot per source rank.
+class NaiveAllreduceOp {
+public:
+    /// An inactive operation.
+    NaiveAllreduceOp() noexcept = default;
+
+    /// Posts every message. `scratch` must hold scratch_bytes(size, n * elem_bytes) bytes.
+    NaiveAllreduceOp(MPI_Comm comm, MPI_Datatype type, int tag, int rank, int size, unsigned char* data,
+                     std::size_t elem_bytes, std::size_t n, void (*reduce)(void*, const void*, std::size_t),
+                     unsigned char* scratch)
+        : data_(data),
+          bytes_(n * elem_bytes),
+          n_(n),
+          rank_(rank),
+          size_(size),
+          reduce_(reduce),
+          reqs_(reinterpret_cast<MPI_Request*>(scratch)),
+          slots_(scratch + requests_bytes(size)) {
+        active_ = true;
+        nreq_ = 0;
+        for (int i = 1; i < size; ++i) {  // receive from everyone first, then send
+            const int q = (rank + i) % size;
+            DTRAIN_MPI_CHECK(MPI_Irecv(slot(q), static_cast<int>(n), type, q, tag, comm, &reqs_[nreq_]));
+            ++nreq_;
+        }
+        for (int i = 1; i < size; ++i) {
+            const int q = (rank + size - i) % size;
+            DTRAIN_MPI_CHECK(MPI_Isend(data, static_cast<int>(n), type, q, tag, comm, &reqs_[nreq_]));
+            ++nreq_;
+        }
+    }
+
+    /// Bytes of scratch a `size`-rank operation on `bytes` bytes needs.
+    static std::size_t scratch_bytes(int size, std::size_t bytes) noexcept {
+        return requests_bytes(size) + std::size_t(size) * round_up(bytes);
+    }
+
+    /// True while the operation has not completed.
+    bool active() const noexcept { return active_; }
+
+    /// Completes what arrived without blocking; once everything arrived, sums in rank order. True when done.
+    bool progress() {
+        if (!active_) return true;
+        int flag = 0;
+        DTRAIN_MPI_CHECK(MPI_Testall(nreq_, reqs_, &flag, MPI_STATUSES_IGNORE));
+        if (!flag) return false;
+        finish();
+        return true;
+    }
+
+    /// Blocks until every message completed, then sums.
+    void wait() {
+        if (!active_) return;
+        DTRAIN_MPI_CHECK(MPI_Waitall(nreq_, reqs_, MPI_STATUSES_IGNORE));
+        finish();
+    }
+
+    /// Completes every posted message quietly (used when a pending request is destroyed).
+    void drain() noexcept {
+        if (!active_) return;
+        MPI_Waitall(nreq_, reqs_, MPI_STATUSES_IGNORE);
+        active_ = false;
+    }
+
+private:
+    static std::size_t round_up(std::size_t b) noexcept {
+        const std::size_t a = alignof(std::max_align_t);
+        return (b + a - 1) / a * a;
+    }
+    static std::size_t requests_bytes(int size) noexcept {
+        return round_up(2 * std::size_t(size > 0 ? size - 1 : 0) * sizeof(MPI_Request));
+    }
+    unsigned char* slot(int q) const noexcept { return slots_ + std::size_t(q) * round_up(bytes_); }
+
+    void finish() noexcept {
+        // Sum x0 + x1 + ... in rank order: rank 0 accumulates in its buffer, the others in slot 0.
+        unsigned char* acc = rank_ == 0 ? data_ : slot(0);
+        for (int q = 1; q < size_; ++q)
+            reduce_(acc, q == rank_ ? data_ : slot(q), n_);
+        if (rank_ != 0 && bytes_ > 0) std::memcpy(data_, acc, bytes_);
+        active_ = false;
+    }
+
+    unsigned char* data_ = nullptr;
+    std::size_t bytes_ = 0, n_ = 0;
+    int rank_ = 0, size_ = 1;
+    void (*reduce_)(void*, const void*, std::size_t) = nullptr;
+    MPI_Request* reqs_ = nullptr;
+    unsigned char* slots_ = nullptr;
+    int nreq_ = 0;
+    bool active_ = false;
+};
+
+}  // namespace detail
+
+/// The baseline communicator policy: every rank sends its whole buffer to every other rank (nonblocking
+/// MPI_Isend/MPI_Irecv) and sums the p buffers locally in rank order, so all ranks get a bitwise-identical
+/// result. Each rank sends and receives (p-1) times the buffer: simple, latency-friendly for tiny buffers,
+/// bandwidth-poor for large ones. broadcast sends root's buffer to every rank directly.
+///
+/// Works on a duplicate of the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error).
+/// Copying duplicates the communicator (collective), moving steals it. Scratch (p buffers) comes from a
+/// reused pool. Not thread-safe: calls on one Naive and on its requests must be serialised (one thread, or a
+/// mutex). All ranks must call collective operations in the same order.
+class Naive {
+public:
+    /// Handle of one nonblocking naive all-reduce. Move-only. Destroying a pending request waits for its
+    /// messages (without summing); requests must complete before their Naive is destroyed.
+    class Request {
+    public:
+        /// An inactive request (test() is immediately true).
+        Request() noexcept = default;
+        Request(const Request&) = delete;
+        Request& operator=(const Request&) = delete;
+        /// Takes over other's operation; other becomes inactive.
+        Request(Request&& other) noexcept : op_(other.op_), scratch_(std::move(other.scratch_)) {
+            other.op_ = detail::NaiveAllreduceOp();
+        }
+        /// Completes this request's messages (if any), then takes over other's operation.
+        Request& operator=(Request&& other) noexcept {
+            if (this != &other) {
+                op_.drain();
+                op_ = other.op_;
+                scratch_ = std::move(other.scratch_);
+                other.op_ = detail::NaiveAllreduceOp();
+            }
+            return *this;
+        }
+        /// Waits for pending messages so no buffer is left in flight.
+        ~Request() { op_.drain(); }
+        /// True while the operation has not completed.
+        bool active() const noexcept { return op_.active(); }
+
+    private:
+        friend class Naive;
+        detail::NaiveAllreduceOp op_;
+        detail::ScratchLease scratch_;
+    };
+
+    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
+    explicit Naive(MPI_Comm comm = MPI_COMM_WORLD)
+        : comm_(comm), pool_(std::make_shared<detail::ScratchPool>()) {}
+    /// Duplicates other's communicator (collective) with a fresh scratch pool.
+    Naive(const Naive& other) : comm_(other.comm_), pool_(std::make_shared<detail::ScratchPool>()) {}
+    /// Steals other's communicator and scratch pool.
+    Naive(Naive&& other) noexcept = default;
+    /// Copy (duplicate) or move assignment.
+    Naive& operator=(Naive other) noexcept {
+        std::swap(comm_, other.comm_);
+        std::swap(pool_, other.pool_);
+        std::swap(sequence_, other.sequence_);
+        return *this;
+    }
+
+    /// This rank.
+    int rank() const noexcept { return comm_.rank(); }
+    /// Number of ranks.
+    int size() const noexcept { return comm_.size(); }
+    /// The duplicated communicator this policy works on.
+    MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
+
+    /// Every rank ends with root's `data`: root sends it to each rank directly. Requires equal lengths on
+    /// all ranks; throws dtrain::Error when root is not in 0..size()-1.
+    template <class T>
+    void broadcast(Span<T> data, int root) {
+        DTRAIN_CHECK(root >= 0 && root < size(), "Naive::broadcast: root ", root, " is not a rank of a ",
+                     size(), "-rank communicator");
+        const int count = detail::mpi_count(data, "Naive::broadcast");
+        if (size() == 1) return;
+        if (rank() != root) {
+            DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, kBlockingTag, comm_.get(),
+                                      MPI_STATUS_IGNORE));
+            return;
+        }
+        detail::ScratchLease reqs(pool_, std::size_t(size()) * sizeof(MPI_Request));
+        auto* rq = reinterpret_cast<MPI_Request*>(reqs.data());
+        int k = 0;
+        for (int q = 0; q < size(); ++q) {
+            if (q == root) continue;
+            DTRAIN_MPI_CHECK(
+                MPI_Isend(data.data(), count, mpi_type<T>(), q, kBlockingTag, comm_.get(), &rq[k]));
+            ++k;
+        }
+        DTRAIN_MPI_CHECK(MPI_Waitall(k, rq, MPI_STATUSES_IGNORE));
+    }
+
+    /// In-place element-wise sum over all ranks, summed in rank order; bitwise identical on every rank.
+    /// Requires equal lengths on all ranks.
+    template <class T>
+    void allreduce_sum(Span<T> data) {
+        Request r = start(data, kBlockingTag);
+        wait(r);
+    }
+
+    /// Starts an in-place naive sum; `data` must not be touched until test() returned true or wait()
+    /// returned. Several requests may be in flight; all ranks must start them in the same order.
+    template <class T>
+    Request iallreduce_sum(Span<T> data) {
+        return start(data, 1 + static_cast<int>(sequence_++ % kTagRange));
+    }
+
+    /// Advances `request`; true once it has completed (also for an inactive request).
+    bool test(Request& request) {
+        const bool done = request.op_.progress();
+        if (done) request.scratch_.reset();
+        return done;
+    }
+
+    /// Blocks until `request` has completed.
+    void wait(Request& request) {
+        request.op_.wait();
+        request.scratch_.reset();
+    }
+
+    /// Synchronises all ranks (MPI_Barrier).
+    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
+
+    /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
+    std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
+
+private:
+    static constexpr int kBlockingTag = 0;
+    static constexpr std::uint64_t kTagRange = 32766;  // MPI guarantees tags up to at least 32767
+
+    template <class T>
+    Request start(Span<T> data, int tag) {
+        const int count = detail::mpi_count(data, "Naive::allreduce_sum");
+        Request r;
+        if (size() == 1 || count == 0) return r;
+        const std::size_t bytes = data.size() * sizeof(T);
+        r.scratch_ = detail::ScratchLease(pool_, detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
+        r.op_ = detail::NaiveAllreduceOp(comm_.get(), mpi_type<T>(), tag, rank(), size(),
+                                         reinterpret_cast<unsigned char*>(data.data()), sizeof(T),
+                                         data.size(), &detail::add_into_erased<T>, r.scratch_.data());
+        return r;
+    }
+
+    detail::CommHandle comm_;
+    std::shared_ptr<detail::ScratchPool> pool_;
+    std::uint64_t sequence_ = 0;
+};
+
+static_assert(is_communicator_v<Naive>, "Naive must model the Communicator concept");
+
+}  // namespace dtrain
