@@ -12,8 +12,9 @@ namespace dtrain {
 
 namespace detail {
 
-/// An elementwise activation layer; `Fn` provides static `name()`, `f(x)` and `df(x, y)` (the derivative
-/// expressed through the input x and the output y = f(x)).
+/// An elementwise activation layer; `Fn` provides static `name()`, `f(x)`, `df(x, y)` (the derivative
+/// expressed through the input x and the output y = f(x)) and `grad(x, y, g)` = g * df(x, y), written so
+/// that the backward loop vectorises (a ReLU select instead of a multiply by a branchy 0/1).
 template <class T, class Fn>
 class Elementwise final : public Layer<T> {
 public:
@@ -37,7 +38,7 @@ public:
         const T* g = grad_out.data();
         T* d = grad_in.data();
         const std::size_t n = in.size();
-        for (std::size_t i = 0; i < n; ++i) d[i] = g[i] * Fn::df(x[i], y[i]);
+        for (std::size_t i = 0; i < n; ++i) d[i] = Fn::grad(x[i], y[i], g[i]);
     }
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Elementwise>(); }
@@ -49,6 +50,8 @@ struct ReluFn {
     static T f(T x) { return x > T(0) ? x : T(0); }
     template <class T>
     static T df(T x, T) { return x > T(0) ? T(1) : T(0); }
+    template <class T>
+    static T grad(T x, T, T g) { return x > T(0) ? g : T(0); }
 };
 
 struct SigmoidFn {
@@ -57,6 +60,8 @@ struct SigmoidFn {
     static T f(T x) { return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)); }
     template <class T>
     static T df(T, T y) { return y * (T(1) - y); }
+    template <class T>
+    static T grad(T, T y, T g) { return g * (y * (T(1) - y)); }
 };
 
 struct TanhFn {
@@ -65,6 +70,8 @@ struct TanhFn {
     static T f(T x) { return std::tanh(x); }
     template <class T>
     static T df(T, T y) { return T(1) - y * y; }
+    template <class T>
+    static T grad(T, T y, T g) { return g * (T(1) - y * y); }
 };
 
 }  // namespace detail

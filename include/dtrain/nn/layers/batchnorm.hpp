@@ -1,0 +1,220 @@
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+/// Batch normalisation over the channel axis (axis 1) of [batch, C] (Spatial = 0) or
+/// [batch, C, H, W] (Spatial = 2), with PyTorch's semantics:
+/// - training: y = gamma * (x - mean) / sqrt(var + eps) + beta with the batch mean and biased variance
+///   per channel (over batch and spatial positions); the running statistics are updated as
+///   running = (1 - momentum) * running + momentum * batch_stat, using the UNBIASED variance;
+/// - eval: the running mean and variance replace the batch statistics.
+/// gamma [C] then beta [C] are trainable (flat parameter buffer; initialised to 1 and 0); running mean
+/// [C] then running var [C] live in the model's state buffer (initialised to 0 and 1). Training needs
+/// more than one value per channel. Use the aliases BatchNorm1d and BatchNorm2d.
+template <class T, std::size_t Spatial>
+class BatchNorm final : public Layer<T> {
+    static_assert(Spatial == 0 || Spatial == 2, "dtrain::BatchNorm: Spatial must be 0 (1d) or 2 (2d)");
+
+public:
+    /// Normalises `channels` (> 0) channels; requires 0 <= momentum <= 1 and eps > 0.
+    explicit BatchNorm(std::size_t channels, double momentum = 0.1, double eps = 1e-5)
+        : c_(channels),
+          momentum_(momentum),
+          eps_(eps),
+          mean_(channels),
+          invstd_(channels),
+          acc1_(channels),
+          acc2_(channels) {
+        DTRAIN_CHECK(c_ > 0 && momentum_ >= 0.0 && momentum_ <= 1.0 && eps_ > 0.0, kind(),
+                     ": need channels > 0, momentum in [0, 1] and eps > 0, got (", c_,
+                     ", momentum=", momentum_, ", eps=", eps_, ")");
+    }
+
+    std::string name() const override { return detail::concat(kind(), "(", c_, ")"); }
+
+    Shape output_shape(const Shape& input) const override {
+        DTRAIN_CHECK(input.size() == Spatial + 1 && input[0] == c_, name(),
+                     ": expected input of shape [batch, ", c_, Spatial == 2 ? ", H, W" : "",
+                     "] but got [batch, ", detail::shape_str(input).substr(1));
+        return input;
+    }
+
+    std::size_t num_params() const override { return 2 * c_; }
+    std::size_t num_state() const override { return 2 * c_; }
+
+    void bind(T* params, T* grads, T* state) override {
+        gamma_ = params;
+        beta_ = params + c_;
+        dgamma_ = grads;
+        dbeta_ = grads + c_;
+        rmean_ = state;
+        rvar_ = state + c_;
+    }
+
+    void init_params(Rng&) override {
+        std::fill(gamma_, gamma_ + c_, T(1));
+        std::fill(beta_, beta_ + c_, T(0));
+        std::fill(rmean_, rmean_ + c_, T(0));
+        std::fill(rvar_, rvar_ + c_, T(1));
+    }
+
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool training) override {
+        const auto [n, inner] = dims(in);
+        const std::size_t count = n * inner;
+        ensure_shape(out, in.shape());
+        const T* x = in.data();
+        T* y = out.data();
+        training_ = training;
+        if (training) {
+            DTRAIN_CHECK(count > 1, name(), ": training needs more than one value per channel, got input ",
+                         detail::shape_str(in.shape()));
+            std::fill(acc1_.begin(), acc1_.end(), 0.0);
+            std::fill(acc2_.begin(), acc2_.end(), 0.0);
+            for_each(n, inner, [&](std::size_t c, std::size_t i) { acc1_[c] += double(x[i]); });
+            for (std::size_t c = 0; c < c_; ++c)
+                mean_[c] = acc1_[c] / double(count);
+            for_each(n, inner, [&](std::size_t c, std::size_t i) {
+                const double d = double(x[i]) - mean_[c];
+                acc2_[c] += d * d;
+            });
+            const double m = momentum_;
+            for (std::size_t c = 0; c < c_; ++c) {
+                const double var = acc2_[c] / double(count);
+                invstd_[c] = 1.0 / std::sqrt(var + eps_);
+                rmean_[c] = T((1.0 - m) * double(rmean_[c]) + m * mean_[c]);
+                rvar_[c] = T((1.0 - m) * double(rvar_[c]) + m * var * double(count) / double(count - 1));
+            }
+        } else {
+            for (std::size_t c = 0; c < c_; ++c) {
+                mean_[c] = double(rmean_[c]);
+                invstd_[c] = 1.0 / std::sqrt(double(rvar_[c]) + eps_);
+            }
+        }
+        // y = x * a + b per channel, a = gamma * invstd, b = beta - mean * a
+        for (std::size_t c = 0; c < c_; ++c) {
+            acc1_[c] = double(gamma_[c]) * invstd_[c];
+            acc2_[c] = double(beta_[c]) - mean_[c] * acc1_[c];
+        }
+        for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
+            const T a = T(acc1_[c]), b = T(acc2_[c]);
+            for (std::size_t j = 0; j < len; ++j)
+                y[i + j] = x[i + j] * a + b;
+        });
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        const auto [n, inner] = dims(in);
+        const std::size_t count = n * inner;
+        const T* x = in.data();
+        const T* g = grad_out.data();
+        // acc1 = sum(dy), acc2 = sum(dy * xhat) per channel
+        std::fill(acc1_.begin(), acc1_.end(), 0.0);
+        std::fill(acc2_.begin(), acc2_.end(), 0.0);
+        for_each(n, inner, [&](std::size_t c, std::size_t i) {
+            acc1_[c] += double(g[i]);
+            acc2_[c] += double(g[i]) * (double(x[i]) - mean_[c]) * invstd_[c];
+        });
+        for (std::size_t c = 0; c < c_; ++c) {
+            dgamma_[c] += T(acc2_[c]);
+            dbeta_[c] += T(acc1_[c]);
+        }
+        if (!need_grad_in) return;
+        ensure_shape(grad_in, in.shape());
+        T* d = grad_in.data();
+        if (training_) {
+            // dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
+            for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
+                const double k = double(gamma_[c]) * invstd_[c], mu = mean_[c], is = invstd_[c];
+                const double s1 = acc1_[c] / double(count), s2 = acc2_[c] / double(count);
+                for (std::size_t j = 0; j < len; ++j) {
+                    const double xhat = (double(x[i + j]) - mu) * is;
+                    d[i + j] = T(k * (double(g[i + j]) - s1 - xhat * s2));
+                }
+            });
+        } else {
+            for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
+                const T k = T(double(gamma_[c]) * invstd_[c]);
+                for (std::size_t j = 0; j < len; ++j)
+                    d[i + j] = g[i + j] * k;
+            });
+        }
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override {
+        return std::make_unique<BatchNorm>(c_, momentum_, eps_);
+    }
+
+    /// Scale view [C] (valid once bound to a model).
+    TensorView<T, 1> gamma() { return make_view<T, 1>(gamma_, {c_}); }
+    /// Shift view [C].
+    TensorView<T, 1> beta() { return make_view<T, 1>(beta_, {c_}); }
+    /// Running mean view [C] (in the model's state buffer).
+    TensorView<T, 1> running_mean() { return make_view<T, 1>(rmean_, {c_}); }
+    /// Running (unbiased) variance view [C] (in the model's state buffer).
+    TensorView<T, 1> running_var() { return make_view<T, 1>(rvar_, {c_}); }
+
+private:
+    static const char* kind() { return Spatial == 0 ? "BatchNorm1d" : "BatchNorm2d"; }
+
+    // Returns (batch, spatial size) after checking the batch shape.
+    std::pair<std::size_t, std::size_t> dims(const Tensor<T>& in) const {
+        const auto& s = in.shape();
+        DTRAIN_CHECK(in.dimension() == Spatial + 2 && s[1] == c_, name(),
+                     ": expected input of shape [batch, ", c_, Spatial == 2 ? ", H, W" : "", "] but got ",
+                     detail::shape_str(s));
+        return {s[0], Spatial == 2 ? s[2] * s[3] : 1};
+    }
+
+    // Calls f(channel, flat index) for every element.
+    template <class F>
+    void for_each(std::size_t n, std::size_t inner, F&& f) const {
+        std::size_t i = 0;
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < c_; ++c)
+                for (std::size_t j = 0; j < inner; ++j)
+                    f(c, i++);
+    }
+
+    // Calls f(channel, first flat index, length) for every contiguous run of one channel.
+    template <class F>
+    void for_rows(std::size_t n, std::size_t inner, F&& f) const {
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < c_; ++c)
+                f(c, (s * c_ + c) * inner, inner);
+    }
+
+    std::size_t c_;
+    double momentum_, eps_;
+    T* gamma_ = nullptr;
+    T* beta_ = nullptr;
+    T* dgamma_ = nullptr;
+    T* dbeta_ = nullptr;
+    T* rmean_ = nullptr;
+    T* rvar_ = nullptr;
+    bool training_ = true;
+    std::vector<double> mean_, invstd_;  // statistics used by the last forward
+    std::vector<double> acc1_, acc2_;    // per-channel scratch
+};
+
+/// Batch normalisation of [batch, features]; see BatchNorm.
+template <class T = float>
+using BatchNorm1d = BatchNorm<T, 0>;
+
+/// Batch normalisation of [batch, C, H, W] per channel; see BatchNorm.
+template <class T = float>
+using BatchNorm2d = BatchNorm<T, 2>;
+
+}  // namespace dtrain

@@ -1,0 +1,156 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+namespace dtrain::detail {
+
+/// Geometry of a 2-D convolution on one sample: input [c, h, w], kernel [kh, kw], strides, zero
+/// paddings and the resulting output size [oh, ow]. Requires h + 2 ph >= kh and w + 2 pw >= kw.
+struct ConvGeometry {
+    /// Input channels.
+    std::size_t c = 0;
+    /// Input height.
+    std::size_t h = 0;
+    /// Input width.
+    std::size_t w = 0;
+    /// Kernel height.
+    std::size_t kh = 0;
+    /// Kernel width.
+    std::size_t kw = 0;
+    /// Vertical stride.
+    std::size_t sh = 1;
+    /// Horizontal stride.
+    std::size_t sw = 1;
+    /// Zero rows added above and below.
+    std::size_t ph = 0;
+    /// Zero columns added left and right.
+    std::size_t pw = 0;
+    /// Output height (set by finish()).
+    std::size_t oh = 0;
+    /// Output width (set by finish()).
+    std::size_t ow = 0;
+
+    /// Computes oh and ow from the other fields.
+    void finish() {
+        oh = (h + 2 * ph - kh) / sh + 1;
+        ow = (w + 2 * pw - kw) / sw + 1;
+    }
+    /// Rows of the column matrix: c * kh * kw.
+    std::size_t col_rows() const { return c * kh * kw; }
+    /// Output positions per sample: oh * ow.
+    std::size_t positions() const { return oh * ow; }
+};
+
+/// For kernel offset `k` along an axis of input length `len`, stride `s` and padding `p`, the range
+/// [lo, hi) of output positions whose input index o * s + k - p lies inside [0, len).
+inline void valid_range(std::size_t k, std::size_t len, std::size_t s, std::size_t p, std::size_t out,
+                        std::size_t& lo, std::size_t& hi) {
+    lo = k >= p ? 0 : (p - k + s - 1) / s;
+    if (len + p <= k) {
+        lo = hi = 0;
+        return;
+    }
+    hi = std::min(out, (len + p - k - 1) / s + 1);
+    lo = std::min(lo, hi);
+}
+
+/// Unfolds a batch of `n` samples x [n, c, h, w] into the column matrix col [c*kh*kw, n*oh*ow] (row
+/// (ci, ki, kj), column (sample, oy, ox)), writing zeros where the kernel covers padding.
+template <class T>
+void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
+    const std::size_t plane = g.h * g.w, pos = g.positions(), ld = n * pos;
+    if (g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
+        // Fast path (stride 1, no padding): every row is an [oh, ow] window of one input plane.
+        const std::size_t oh = g.oh, ow = g.ow, w = g.w;
+        for (std::size_t s = 0; s < n; ++s) {
+            for (std::size_t ci = 0; ci < g.c; ++ci) {
+                const T* src = x + (s * g.c + ci) * plane;
+                T* dst = col + ci * g.kh * g.kw * ld + s * pos;
+                for (std::size_t ki = 0; ki < g.kh; ++ki) {
+                    for (std::size_t kj = 0; kj < g.kw; ++kj, dst += ld) {
+                        const T* sp = src + ki * w + kj;
+                        T* dp = dst;
+                        for (std::size_t oy = 0; oy < oh; ++oy, sp += w, dp += ow)
+                            for (std::size_t ox = 0; ox < ow; ++ox)
+                                dp[ox] = sp[ox];
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for (std::size_t ci = 0; ci < g.c; ++ci) {
+        for (std::size_t ki = 0; ki < g.kh; ++ki) {
+            std::size_t ylo, yhi;
+            valid_range(ki, g.h, g.sh, g.ph, g.oh, ylo, yhi);
+            for (std::size_t kj = 0; kj < g.kw; ++kj) {
+                std::size_t xlo, xhi;
+                valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
+                T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
+                for (std::size_t s = 0; s < n; ++s) {
+                    const T* src = x + (s * g.c + ci) * plane;
+                    T* dst = row + s * pos;
+                    for (std::size_t i = 0; i < ylo * g.ow; ++i)
+                        dst[i] = T(0);
+                    for (std::size_t oy = ylo; oy < yhi; ++oy) {
+                        const T* xr = src + (oy * g.sh + ki - g.ph) * g.w;
+                        T* d = dst + oy * g.ow;
+                        for (std::size_t ox = 0; ox < xlo; ++ox)
+                            d[ox] = T(0);
+                        if (g.sw == 1) {
+                            const T* xo = xr + (xlo + kj - g.pw);
+                            T* dd = d + xlo;
+                            for (std::size_t ox = 0; ox < xhi - xlo; ++ox)
+                                dd[ox] = xo[ox];
+                        } else {
+                            for (std::size_t ox = xlo; ox < xhi; ++ox)
+                                d[ox] = xr[ox * g.sw + kj - g.pw];
+                        }
+                        for (std::size_t ox = xhi; ox < g.ow; ++ox)
+                            d[ox] = T(0);
+                    }
+                    for (std::size_t i = yhi * g.ow; i < pos; ++i)
+                        dst[i] = T(0);
+                }
+            }
+        }
+    }
+}
+
+/// Adjoint of im2col: folds col [c*kh*kw, n*oh*ow] back into dx [n, c, h, w], summing overlapping
+/// contributions. Overwrites dx (padding contributions are dropped).
+template <class T>
+void col2im(const T* col, std::size_t n, const ConvGeometry& g, T* dx) {
+    const std::size_t plane = g.h * g.w, pos = g.positions(), ld = n * pos;
+    std::fill(dx, dx + n * g.c * plane, T(0));
+    for (std::size_t ci = 0; ci < g.c; ++ci) {
+        for (std::size_t ki = 0; ki < g.kh; ++ki) {
+            std::size_t ylo, yhi;
+            valid_range(ki, g.h, g.sh, g.ph, g.oh, ylo, yhi);
+            for (std::size_t kj = 0; kj < g.kw; ++kj) {
+                std::size_t xlo, xhi;
+                valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
+                const T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
+                for (std::size_t s = 0; s < n; ++s) {
+                    T* dst = dx + (s * g.c + ci) * plane;
+                    const T* src = row + s * pos;
+                    for (std::size_t oy = ylo; oy < yhi; ++oy) {
+                        T* xr = dst + (oy * g.sh + ki - g.ph) * g.w;
+                        const T* d = src + oy * g.ow;
+                        if (g.sw == 1) {
+                            T* xo = xr + (xlo + kj - g.pw);
+                            for (std::size_t ox = 0; ox < xhi - xlo; ++ox)
+                                xo[ox] += d[xlo + ox];
+                        } else {
+                            for (std::size_t ox = xlo; ox < xhi; ++ox)
+                                xr[ox * g.sw + kj - g.pw] += d[ox];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace dtrain::detail

@@ -1,0 +1,231 @@
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+namespace detail {
+
+/// Shared configuration and shape logic of the 2-D pooling layers: a `kernel` x `kernel` window moved by
+/// `stride` over each channel of [batch, C, H, W], no padding, floor rounding (PyTorch's defaults):
+/// OH = (H - kernel) / stride + 1.
+template <class T>
+class Pool2dBase : public Layer<T> {
+public:
+    /// Requires kernel > 0 and stride > 0; `kind` is "MaxPool2d" or "AvgPool2d".
+    Pool2dBase(const char* kind, std::size_t kernel, std::size_t stride)
+        : kind_(kind), k_(kernel), s_(stride) {
+        DTRAIN_CHECK(k_ > 0 && s_ > 0, kind_, ": kernel and stride must be positive, got kernel=", k_,
+                     ", stride=", s_);
+    }
+
+    std::string name() const override { return concat(kind_, "(kernel=", k_, ", stride=", s_, ")"); }
+
+    Shape output_shape(const Shape& input) const override {
+        DTRAIN_CHECK(input.size() == 3, name(), ": expected input of shape [batch, C, H, W] but got [batch, ",
+                     shape_str(input).substr(1));
+        DTRAIN_CHECK(input[1] >= k_ && input[2] >= k_, name(), ": kernel ", k_,
+                     " is larger than the input [batch, ", shape_str(input).substr(1));
+        return {input[0], (input[1] - k_) / s_ + 1, (input[2] - k_) / s_ + 1};
+    }
+
+protected:
+    // Validates a batch and returns its output shape; cheap when the shape is unchanged.
+    const std::array<std::size_t, 4>& prepare(const Tensor<T>& in) {
+        const auto& s = in.shape();
+        if (in.dimension() == 4 && s[0] == in_[0] && s[1] == in_[1] && s[2] == in_[2] && s[3] == in_[3])
+            return out_;
+        DTRAIN_CHECK(in.dimension() == 4, name(), ": expected input of shape [batch, C, H, W] but got ",
+                     shape_str(s));
+        const Shape o = output_shape({s[1], s[2], s[3]});
+        in_ = {s[0], s[1], s[2], s[3]};
+        out_ = {s[0], o[0], o[1], o[2]};
+        resized();
+        return out_;
+    }
+    // Called after the batch shape changed (in_ and out_ are set).
+    virtual void resized() {}
+
+    const char* kind_;
+    std::size_t k_, s_;
+    std::array<std::size_t, 4> in_{};
+    std::array<std::size_t, 4> out_{};
+};
+
+}  // namespace detail
+
+/// 2-D max pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default
+/// kernel), no padding. Forward records the arg-max of every window (first maximum on ties) and
+/// backward routes each output gradient to it.
+template <class T = float>
+class MaxPool2d final : public detail::Pool2dBase<T> {
+    using Base = detail::Pool2dBase<T>;
+
+public:
+    /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
+    explicit MaxPool2d(std::size_t kernel, std::size_t stride = 0)
+        : Base("MaxPool2d", kernel, stride == 0 ? kernel : stride) {}
+
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
+        const auto& os = this->prepare(in);
+        ensure_shape(out, os);
+        const std::size_t planes = os[0] * os[1], h = this->in_[2], w = this->in_[3], oh = os[2], ow = os[3];
+        const std::size_t k = this->k_, st = this->s_;
+        const T* x = in.data();
+        T* y = out.data();
+        Index* am = argmax_.data();
+        for (std::size_t pl = 0; pl < planes; ++pl) {
+            const T* xp = x + pl * h * w;
+            for (std::size_t i = 0; i < oh; ++i) {
+                if (k == 2 && st == 2) {
+                    // Common case, branch-free: the first maximum of each 2x2 window.
+                    const T* r0 = xp + 2 * i * w;
+                    const T* r1 = r0 + w;
+                    const Index row = Index(2 * i * w);
+                    for (std::size_t j = 0; j < ow; ++j) {
+                        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+                        const Index col = Index(2 * j);
+                        const bool tb = b > a;
+                        T m = tb ? b : a;
+                        Index idx = tb ? col + 1 : col;
+                        const bool tc = c > m;
+                        m = tc ? c : m;
+                        idx = tc ? Index(w) + col : idx;
+                        const bool td = d > m;
+                        m = td ? d : m;
+                        idx = td ? Index(w) + col + 1 : idx;
+                        y[j] = m;
+                        am[j] = row + idx;
+                    }
+                } else {
+                    for (std::size_t j = 0; j < ow; ++j) {
+                        std::size_t best = i * st * w + j * st;
+                        T m = xp[best];
+                        for (std::size_t a = 0; a < k; ++a) {
+                            const std::size_t r = (i * st + a) * w + j * st;
+                            for (std::size_t b = 0; b < k; ++b) {
+                                if (xp[r + b] > m) {
+                                    m = xp[r + b];
+                                    best = r + b;
+                                }
+                            }
+                        }
+                        y[j] = m;
+                        am[j] = Index(best);
+                    }
+                }
+                y += ow;
+                am += ow;
+            }
+        }
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        if (!need_grad_in) return;
+        ensure_shape(grad_in, in.shape());
+        std::fill(grad_in.begin(), grad_in.end(), T(0));
+        const std::size_t plane = this->in_[2] * this->in_[3], per_plane = this->out_[2] * this->out_[3];
+        const std::size_t planes = this->out_[0] * this->out_[1];
+        const T* g = grad_out.data();
+        const Index* am = argmax_.data();
+        T* d = grad_in.data();
+        for (std::size_t pl = 0; pl < planes; ++pl, d += plane, g += per_plane, am += per_plane)
+            for (std::size_t i = 0; i < per_plane; ++i)
+                d[am[i]] += g[i];
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override {
+        return std::make_unique<MaxPool2d>(this->k_, this->s_);
+    }
+
+private:
+    void resized() override {
+        DTRAIN_CHECK(this->in_[2] * this->in_[3] <= std::numeric_limits<Index>::max(), this->name(),
+                     ": input planes of more than 2^32 elements are not supported, got ",
+                     detail::shape_str(this->in_));
+        argmax_.resize(this->out_[0] * this->out_[1] * this->out_[2] * this->out_[3]);
+    }
+
+    using Index = std::uint32_t;
+    std::vector<Index> argmax_;  // index of each output's maximum within its input plane
+};
+
+/// 2-D average pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default
+/// kernel), no padding; each output is the mean of its window.
+template <class T = float>
+class AvgPool2d final : public detail::Pool2dBase<T> {
+    using Base = detail::Pool2dBase<T>;
+
+public:
+    /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
+    explicit AvgPool2d(std::size_t kernel, std::size_t stride = 0)
+        : Base("AvgPool2d", kernel, stride == 0 ? kernel : stride) {}
+
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
+        const auto& os = this->prepare(in);
+        ensure_shape(out, os);
+        const std::size_t planes = os[0] * os[1], h = this->in_[2], w = this->in_[3], oh = os[2], ow = os[3];
+        const std::size_t k = this->k_, st = this->s_;
+        const T scale = T(1) / T(k * k);
+        const T* x = in.data();
+        T* y = out.data();
+        for (std::size_t pl = 0; pl < planes; ++pl) {
+            const T* xp = x + pl * h * w;
+            for (std::size_t i = 0; i < oh; ++i) {
+                for (std::size_t j = 0; j < ow; ++j) {
+                    T acc = T(0);
+                    for (std::size_t a = 0; a < k; ++a) {
+                        const T* r = xp + (i * st + a) * w + j * st;
+                        for (std::size_t b = 0; b < k; ++b)
+                            acc += r[b];
+                    }
+                    *y++ = acc * scale;
+                }
+            }
+        }
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        if (!need_grad_in) return;
+        this->prepare(in);
+        ensure_shape(grad_in, in.shape());
+        std::fill(grad_in.begin(), grad_in.end(), T(0));
+        const std::size_t planes = this->out_[0] * this->out_[1], h = this->in_[2], w = this->in_[3];
+        const std::size_t oh = this->out_[2], ow = this->out_[3], k = this->k_, st = this->s_;
+        const T scale = T(1) / T(k * k);
+        const T* g = grad_out.data();
+        T* d = grad_in.data();
+        for (std::size_t pl = 0; pl < planes; ++pl) {
+            T* dp = d + pl * h * w;
+            for (std::size_t i = 0; i < oh; ++i) {
+                for (std::size_t j = 0; j < ow; ++j) {
+                    const T v = *g++ * scale;
+                    for (std::size_t a = 0; a < k; ++a) {
+                        T* r = dp + (i * st + a) * w + j * st;
+                        for (std::size_t b = 0; b < k; ++b)
+                            r[b] += v;
+                    }
+                }
+            }
+        }
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override {
+        return std::make_unique<AvgPool2d>(this->k_, this->s_);
+    }
+};
+
+}  // namespace dtrain

@@ -1,0 +1,152 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <dtrain/nn/layers/batchnorm.hpp>
+#include <dtrain/nn/layers/conv2d.hpp>
+#include <dtrain/nn/layers/dense.hpp>
+#include <dtrain/nn/model.hpp>
+
+#include "nn/gradcheck.hpp"
+
+using dtrain::BatchNorm1d;
+using dtrain::BatchNorm2d;
+using dtrain::Model;
+using dtrain::Rng;
+using dtrain::Tensor;
+using dtrain::test::contains;
+using dtrain::test::error_message;
+using dtrain::test::random_tensor;
+
+namespace {
+
+void randomize_affine(Model<double>& m, Rng& rng) {
+    for (auto& v : m.parameters())
+        v = rng.uniform(0.5, 1.5);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm: gradients match finite differences in train and eval mode", "[nn][batchnorm][grad]") {
+    Rng rng(1);
+    for (bool training : {true, false}) {
+        Model<double> m1({3}, 1);
+        m1.add(BatchNorm1d<double>(3)).add(dtrain::Dense<double>(3, 2));
+        randomize_affine(m1, rng);
+        for (auto& v : m1.state())
+            v = rng.uniform(0.2, 1.2);
+        if (!training) m1.eval();
+        auto r = dtrain::test::check_model_gradients(m1, random_tensor<double>({5, 3}, rng, -2, 3), rng);
+        INFO("BatchNorm1d training=" << training);
+        CHECK(r.input_err < 1e-6);
+        CHECK(r.param_err < 1e-6);
+        CHECK(r.input_max > 1e-3);
+
+        Model<double> m2({2, 3, 4}, 2);
+        m2.add(BatchNorm2d<double>(2)).add(dtrain::Conv2d<double>(2, 2, 2));
+        randomize_affine(m2, rng);
+        for (auto& v : m2.state())
+            v = rng.uniform(0.2, 1.2);
+        if (!training) m2.eval();
+        r = dtrain::test::check_model_gradients(m2, random_tensor<double>({3, 2, 3, 4}, rng, -2, 3), rng);
+        INFO("BatchNorm2d training=" << training);
+        CHECK(r.input_err < 1e-6);
+        CHECK(r.param_err < 1e-6);
+        CHECK(r.input_max > 1e-3);
+    }
+}
+
+TEST_CASE("BatchNorm2d: train uses batch statistics and updates running stats (PyTorch semantics)",
+          "[nn][batchnorm]") {
+    Rng rng(2);
+    Model<double> m({2, 3, 3}, 1);
+    m.add(BatchNorm2d<double>(2, 0.1, 1e-5));
+    REQUIRE(m.num_parameters() == 4);
+    REQUIRE(m.state().size() == 4);
+    // Initial state: running mean 0, running var 1; gamma 1, beta 0.
+    CHECK(m.state()[0] == 0.0);
+    CHECK(m.state()[2] == 1.0);
+    CHECK(m.parameters()[0] == 1.0);
+    CHECK(m.parameters()[2] == 0.0);
+    m.parameters()[0] = 2.0;  // gamma of channel 0
+    m.parameters()[3] = 0.5;  // beta of channel 1
+
+    const Tensor<double> x = random_tensor<double>({4, 2, 3, 3}, rng, 1, 5);
+    const Tensor<double> y = m.forward(x);
+    for (std::size_t c = 0; c < 2; ++c) {
+        double mean = 0, var = 0;
+        for (std::size_t n = 0; n < 4; ++n)
+            for (std::size_t i = 0; i < 9; ++i)
+                mean += x.data()[(n * 2 + c) * 9 + i];
+        mean /= 36;
+        for (std::size_t n = 0; n < 4; ++n)
+            for (std::size_t i = 0; i < 9; ++i)
+                var += std::pow(x.data()[(n * 2 + c) * 9 + i] - mean, 2);
+        const double gamma = c == 0 ? 2.0 : 1.0, beta = c == 0 ? 0.0 : 0.5;
+        for (std::size_t n = 0; n < 4; ++n)
+            for (std::size_t i = 0; i < 9; ++i) {
+                const std::size_t k = (n * 2 + c) * 9 + i;
+                CHECK(y.data()[k] ==
+                      Approx(gamma * (x.data()[k] - mean) / std::sqrt(var / 36 + 1e-5) + beta));
+            }
+        CHECK(m.state()[c] == Approx(0.1 * mean));
+        CHECK(m.state()[2 + c] == Approx(0.9 + 0.1 * var / 35));  // unbiased
+    }
+
+    // Eval: running stats are used and not updated.
+    const std::vector<double> state(m.state().begin(), m.state().end());
+    m.eval();
+    const Tensor<double> ye = m.forward(x);
+    CHECK(std::vector<double>(m.state().begin(), m.state().end()) == state);
+    const double k0 = 2.0 / std::sqrt(state[2] + 1e-5);
+    CHECK(ye.data()[5] == Approx((x.data()[5] - state[0]) * k0));
+    CHECK(dtrain::test::max_rel_diff(ye, y) > 1e-3);
+    // Changing the state buffer changes eval output: the statistics really live in model.state().
+    m.state()[0] += 1.0;
+    CHECK(m.forward(x).data()[5] == Approx((x.data()[5] - state[0] - 1.0) * k0));
+
+    // Back in training mode the statistics move again.
+    m.train();
+    m.forward(x);
+    CHECK(m.state()[1] != state[1]);
+}
+
+TEST_CASE("BatchNorm1d: names, ranges and errors", "[nn][batchnorm][errors]") {
+    Model<float> m({4}, 1);
+    m.add(dtrain::Dense<float>(4, 3)).add(BatchNorm1d<float>(3));
+    CHECK(m.layer(1).name() == "BatchNorm1d(3)");
+    CHECK(m.state_ranges()[1].offset == 0);
+    CHECK(m.state_ranges()[1].size == 6);
+    CHECK(m.parameter_ranges()[1].offset == 15);
+    auto& bn = dynamic_cast<BatchNorm1d<float>&>(m.layer(1));
+    CHECK(&bn.running_var()(0) == m.state().data() + 3);
+    CHECK(&bn.gamma()(0) == m.parameters().data() + 15);
+
+    std::string msg = error_message([] {
+        Model<float> mm({4});
+        mm.add(BatchNorm1d<float>(3));
+    });
+    CHECK(contains(msg, "BatchNorm1d(3)"));
+    CHECK(contains(msg, "[batch, 4]"));
+    msg = error_message([] {
+        Model<float> mm({4, 2, 2});
+        mm.add(BatchNorm2d<float>(3));
+    });
+    CHECK(contains(msg, "BatchNorm2d(3)"));
+    CHECK(contains(msg, "[batch, 4, 2, 2]"));
+    // One value per channel cannot be normalised in training.
+    msg = error_message([&] {
+        Tensor<float> x = Tensor<float>::from_shape({1, 4});
+        m.forward(x);
+    });
+    CHECK(contains(msg, "BatchNorm1d(3)"));
+    CHECK(contains(msg, "more than one value"));
+    m.eval();
+    Tensor<float> x1 = Tensor<float>::from_shape({1, 4});
+    CHECK_NOTHROW(m.forward(x1));
+    CHECK_THROWS_AS(BatchNorm1d<float>(0), dtrain::Error);
+    CHECK_THROWS_AS(BatchNorm1d<float>(3, 1.5), dtrain::Error);
+}

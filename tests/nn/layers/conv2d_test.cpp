@@ -1,0 +1,206 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <xtensor/xview.hpp>
+
+#include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/conv2d.hpp>
+#include <dtrain/nn/model.hpp>
+
+#include "nn/gradcheck.hpp"
+
+using dtrain::Conv2d;
+using dtrain::Model;
+using dtrain::Rng;
+using dtrain::Tensor;
+using dtrain::test::contains;
+using dtrain::test::error_message;
+using dtrain::test::random_tensor;
+
+namespace {
+
+struct ConvCase {
+    std::size_t c, o, h, w;
+    std::array<std::size_t, 2> k, s, p;
+};
+
+// Direct convolution:
+// y[n, o, i, j] = b[o] + sum_{c, a, b} w[o, c, a, b] * x[n, c, i*sh + a - ph, j*sw + b - pw].
+Tensor<double> naive_conv(const Tensor<double>& x, const double* w, const double* b, const ConvCase& cc) {
+    const std::size_t n = x.shape()[0];
+    const std::size_t oh = (cc.h + 2 * cc.p[0] - cc.k[0]) / cc.s[0] + 1;
+    const std::size_t ow = (cc.w + 2 * cc.p[1] - cc.k[1]) / cc.s[1] + 1;
+    Tensor<double> y = Tensor<double>::from_shape({n, cc.o, oh, ow});
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t o = 0; o < cc.o; ++o)
+            for (std::size_t i = 0; i < oh; ++i)
+                for (std::size_t j = 0; j < ow; ++j) {
+                    double acc = b[o];
+                    for (std::size_t c = 0; c < cc.c; ++c)
+                        for (std::size_t a = 0; a < cc.k[0]; ++a)
+                            for (std::size_t bb = 0; bb < cc.k[1]; ++bb) {
+                                const long yi = long(i * cc.s[0] + a) - long(cc.p[0]);
+                                const long xj = long(j * cc.s[1] + bb) - long(cc.p[1]);
+                                if (yi < 0 || xj < 0 || yi >= long(cc.h) || xj >= long(cc.w)) continue;
+                                acc += w[((o * cc.c + c) * cc.k[0] + a) * cc.k[1] + bb] *
+                                       x(s, c, std::size_t(yi), std::size_t(xj));
+                            }
+                    y(s, o, i, j) = acc;
+                }
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2d: forward equals a direct convolution for several kernels, strides and paddings",
+          "[nn][conv2d]") {
+    const std::vector<ConvCase> cases = {
+        {1, 2, 6, 6, {3, 3}, {1, 1}, {0, 0}},   {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}},
+        {3, 2, 8, 8, {5, 5}, {1, 1}, {2, 2}},   {2, 4, 5, 9, {2, 3}, {1, 2}, {1, 0}},
+        {1, 3, 9, 7, {1, 1}, {3, 2}, {0, 1}},   {2, 2, 4, 4, {4, 4}, {3, 3}, {3, 3}},
+        {2, 5, 10, 11, {3, 4}, {3, 2}, {2, 1}}, {1, 2, 4, 4, {2, 2}, {1, 1}, {3, 3}},
+        {1, 1, 1, 1, {4, 4}, {1, 1}, {2, 2}},
+    };
+    Rng rng(11);
+    for (const auto& cc : cases) {
+        Model<double> m({cc.c, cc.h, cc.w}, 3);
+        m.add(Conv2d<double>(cc.c, cc.o, cc.k, cc.s, cc.p));
+        auto p = m.parameters();
+        for (auto& v : p)
+            v = rng.uniform(-1, 1);  // non-zero biases too
+        const Tensor<double> x = random_tensor<double>({3, cc.c, cc.h, cc.w}, rng);
+        const Tensor<double>& y = m.forward(x);
+        const Tensor<double> ref = naive_conv(x, p.data(), p.data() + cc.o * cc.c * cc.k[0] * cc.k[1], cc);
+        INFO("case c=" << cc.c << " o=" << cc.o << " k=" << cc.k[0] << "x" << cc.k[1] << " s=" << cc.s[0]
+                       << "," << cc.s[1] << " p=" << cc.p[0] << "," << cc.p[1]);
+        REQUIRE(y.shape() == ref.shape());
+        CHECK(dtrain::test::max_rel_diff(y, ref) < 1e-12);
+        CHECK(m.output_shape() == dtrain::Shape(ref.shape().begin() + 1, ref.shape().end()));
+    }
+}
+
+TEST_CASE("Conv2d: gradients match finite differences (stride, padding, non-square)", "[nn][conv2d][grad]") {
+    const std::vector<ConvCase> cases = {
+        {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}},
+        {2, 2, 5, 6, {2, 3}, {1, 2}, {1, 0}},
+        {1, 2, 4, 5, {3, 3}, {1, 1}, {0, 0}},
+    };
+    Rng rng(5);
+    for (const auto& cc : cases) {
+        Model<double> m({cc.c, cc.h, cc.w}, 7);
+        m.add(Conv2d<double>(cc.c, cc.o, cc.k, cc.s, cc.p)).add(dtrain::Tanh<double>());
+        for (auto& v : m.parameters())
+            v = rng.uniform(-0.5, 0.5);
+        const auto r =
+            dtrain::test::check_model_gradients(m, random_tensor<double>({2, cc.c, cc.h, cc.w}, rng), rng);
+        INFO("kernel " << cc.k[0] << "x" << cc.k[1] << " stride " << cc.s[0] << "," << cc.s[1]);
+        CHECK(r.input_err < 1e-6);
+        CHECK(r.param_err < 1e-6);
+        CHECK(r.input_max > 1e-3);
+        CHECK(r.param_max > 1e-3);
+    }
+}
+
+TEST_CASE("Conv2d: batch size changes and backward on an earlier input", "[nn][conv2d]") {
+    Rng rng(2);
+    Model<double> m({2, 6, 6}, 1);
+    m.add(Conv2d<double>(2, 3, 3, 1, 1));
+    auto& conv = m.layer(0);
+    const Tensor<double> x4 = random_tensor<double>({4, 2, 6, 6}, rng);
+    Tensor<double> y4, y2, gi, gi_ref;
+    conv.forward(x4, y4, true);
+    // A smaller batch made of the first two samples gives the same first two outputs.
+    Tensor<double> x2 = Tensor<double>::from_shape({2, 2, 6, 6});
+    std::copy(x4.data(), x4.data() + x2.size(), x2.data());
+    conv.forward(x2, y2, true);
+    CHECK(dtrain::test::max_rel_diff(y2, xt::view(y4, xt::range(0, 2))) < 1e-14);
+
+    // Reference gradients for x2 (backward right after its forward).
+    const Tensor<double> g = random_tensor<double>({2, 3, 6, 6}, rng);
+    m.zero_grad();
+    conv.backward(x2, y2, g, gi_ref, true);
+    const std::vector<double> dw_ref(m.gradients().begin(), m.gradients().end());
+    // Now forward another input, then backward for x2: the layer must not reuse the stale columns.
+    conv.forward(x4, y4, true);
+    m.zero_grad();
+    conv.backward(x2, y2, g, gi, true);
+    CHECK(dtrain::test::max_rel_diff(gi, gi_ref) < 1e-14);
+    CHECK(dtrain::test::max_rel_diff(m.gradients(), dw_ref) < 1e-14);
+}
+
+TEST_CASE("Conv2d: name, shapes and parameter layout", "[nn][conv2d]") {
+    Conv2d<float> a(1, 20, 5);
+    CHECK(a.name() == "Conv2d(1, 20, kernel=5)");
+    CHECK(a.num_params() == 20 * 25 + 20);
+    CHECK(a.output_shape({1, 28, 28}) == dtrain::Shape{20, 24, 24});
+    Conv2d<float> b(3, 8, {3, 5}, {2, 1}, {1, 2});
+    CHECK(b.name() == "Conv2d(3, 8, kernel=(3, 5), stride=(2, 1), padding=(1, 2))");
+    CHECK(b.output_shape({3, 9, 10}) == dtrain::Shape{8, 5, 10});
+
+    // Weight view is [out, in, kh, kw] followed by the bias, and biases start at zero.
+    Model<float> m({3, 9, 10}, 4);
+    m.add(Conv2d<float>(3, 8, {3, 5}, {2, 1}, {1, 2}));
+    auto& conv = dynamic_cast<Conv2d<float>&>(m.layer(0));
+    CHECK(conv.weight().shape()[1] == 3);
+    CHECK(&conv.weight()(7, 2, 2, 4) + 1 == &conv.bias()(0));
+    CHECK(&conv.weight()(0, 0, 0, 0) == m.parameters().data());
+    for (std::size_t i = 0; i < 8; ++i)
+        CHECK(conv.bias()(i) == 0.0f);
+    // He-uniform bound sqrt(6 / fan_in), fan_in = 3 * 3 * 5.
+    const float bound = std::sqrt(6.0f / 45.0f);
+    float mx = 0;
+    for (std::size_t i = 0; i < 8 * 45; ++i)
+        mx = std::max(mx, std::abs(m.parameters()[i]));
+    CHECK(mx <= bound);
+    CHECK(mx > 0.8f * bound);
+}
+
+TEST_CASE("Conv2d: errors name the layer and the shapes", "[nn][conv2d][errors]") {
+    using dtrain::Error;
+    CHECK_THROWS_AS(Conv2d<float>(0, 4, 3), Error);
+    CHECK_THROWS_AS(Conv2d<float>(1, 0, 3), Error);
+    CHECK_THROWS_AS(Conv2d<float>(1, 4, 0), Error);
+    CHECK_THROWS_AS(Conv2d<float>(1, 4, 3, 0), Error);
+
+    // Wrong rank.
+    std::string msg = error_message([] {
+        Model<float> m({28, 28});
+        m.add(Conv2d<float>(1, 20, 5));
+    });
+    CHECK(contains(msg, "Conv2d(1, 20, kernel=5)"));
+    CHECK(contains(msg, "[batch, 28, 28]"));
+    CHECK(contains(msg, "[batch, 1, H, W]"));
+
+    // Wrong channel count, at add() and at forward().
+    msg = error_message([] {
+        Model<float> m({3, 28, 28});
+        m.add(Conv2d<float>(1, 20, 5));
+    });
+    CHECK(contains(msg, "Conv2d(1, 20, kernel=5)"));
+    CHECK(contains(msg, "[batch, 3, 28, 28]"));
+    msg = error_message([] {
+        Conv2d<float> c(1, 2, 3);
+        Tensor<float> x = Tensor<float>::from_shape({2, 3, 8, 8}), y;
+        c.forward(x, y, true);
+    });
+    CHECK(contains(msg, "Conv2d(1, 2, kernel=3)"));
+    CHECK(contains(msg, "[2, 3, 8, 8]"));
+
+    // Kernel larger than the padded input.
+    msg = error_message([] {
+        Model<float> m({1, 3, 4});
+        m.add(Conv2d<float>(1, 2, 5, 1, 0));
+    });
+    CHECK(contains(msg, "Conv2d(1, 2, kernel=5)"));
+    CHECK(contains(msg, "larger than the padded input [3, 4]"));
+    // ... but padding can make it fit.
+    Model<float> ok({1, 3, 4});
+    CHECK_NOTHROW(ok.add(Conv2d<float>(1, 2, 5, 1, 1)));
+    CHECK(ok.output_shape() == dtrain::Shape{2, 1, 2});
+}
