@@ -54,6 +54,12 @@ struct DatasetView {
 
 /// Options of DataLoader.
 struct LoaderOptions {
+    /// Default options (batch size 32).
+    LoaderOptions() = default;
+    /// Options with `batch` samples per batch and every other field at its default, so `{64}` reads as
+    /// "batches of 64".
+    LoaderOptions(std::size_t batch) : batch_size(batch) {}  // NOLINT: implicit on purpose
+
     /// Samples per batch; must be > 0.
     std::size_t batch_size = 32;
     /// Drop the last, partial batch of an epoch instead of yielding it.
