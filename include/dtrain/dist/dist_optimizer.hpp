@@ -26,6 +26,7 @@
 #include <dtrain/dist/options.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
+#include <dtrain/util/timeline.hpp>
 
 namespace dtrain {
 
@@ -169,6 +170,8 @@ public:
             ready_bucket_[buckets_[b].first_layer] = int(b);
         requests_.resize(buckets_.size());
         done_.assign(buckets_.size(), 0);
+        started_us_.assign(buckets_.size(), 0);
+        finished_us_.assign(buckets_.size(), 0);
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         need_scale_ = denom != 1.0;
@@ -223,10 +226,16 @@ public:
             Span<value_type> g = grads.subspan(buckets_[b].offset, buckets_[b].size);
             if (multi) {
                 if (b < launched_) {
-                    if (!done_[b]) comm_.wait(*requests_[b]);
+                    if (!done_[b]) {
+                        comm_.wait(*requests_[b]);
+                        finished_us_[b] = timeline().now_us();
+                    }
+                    timeline().complete("allreduce", "comm", started_us_[b], finished_us_[b], "bucket",
+                                        std::int64_t(b));
                     requests_[b].reset();
                     done_[b] = 0;
                 } else {
+                    TimelineScope scope("allreduce", "comm", "bucket", std::int64_t(b));
                     comm_.allreduce_sum(g);
                 }
             }
@@ -241,7 +250,10 @@ public:
         first_pending_ = 0;
         lock.unlock();
         passes_ = 0;
-        opt_.step(model_.parameters(), Span<const value_type>(grads.data(), grads.size()));
+        {
+            TimelineScope scope("optimizer step", "optim");
+            opt_.step(model_.parameters(), Span<const value_type>(grads.data(), grads.size()));
+        }
         if (multi) sync_state();
     }
 
@@ -307,6 +319,7 @@ private:
             const int b = layer > 0 ? ready_bucket_[layer] : -1;
             if (b >= 0) {
                 const Bucket& k = buckets_[std::size_t(b)];
+                started_us_[std::size_t(b)] = timeline().now_us();
                 requests_[std::size_t(b)].emplace(
                     comm_.iallreduce_sum(model_.gradients().subspan(k.offset, k.size)));
                 launched_ = std::size_t(b) + 1;
@@ -323,7 +336,10 @@ private:
     // Advances the outstanding reductions; requires mutex_.
     void poll() {
         for (std::size_t b = first_pending_; b < launched_; ++b) {
-            if (!done_[b]) done_[b] = comm_.test(*requests_[b]) ? 1 : 0;
+            if (!done_[b] && comm_.test(*requests_[b])) {
+                done_[b] = 1;
+                finished_us_[b] = timeline().now_us();
+            }
         }
         while (first_pending_ < launched_ && done_[first_pending_])
             ++first_pending_;
@@ -453,6 +469,8 @@ private:
     std::vector<Bucket> buckets_;
     std::vector<int> ready_bucket_;  // layer -> bucket that becomes ready after it, or -1
     std::vector<std::optional<typename Comm::Request>> requests_;
+    std::vector<std::int64_t> started_us_;   // timeline: when each bucket's nonblocking reduction started
+    std::vector<std::int64_t> finished_us_;  // timeline: when it was seen complete
     std::vector<char> done_;         // bucket's nonblocking reduction has completed
     std::size_t launched_ = 0;       // buckets [0, launched_) were started during backward
     std::size_t first_pending_ = 0;  // first started bucket not known to be complete
