@@ -7,6 +7,7 @@
 // The training images are sharded by rank every epoch; every epoch the first rank prints the global
 // training loss and accuracy, the evaluation accuracy and the elapsed time, reduced over the ranks, like
 // SINGA's train_cnn.py.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     std::size_t train_limit = 0, test_limit = 0;
     double momentum = 0.9, weight_decay = 1e-5;
     bool augment = false;
+    bool scale_lr = true;
     dtrain::CommandLine cli(
         "fashion_mnist_cnn",
         "Trains the SINGA tutorial's CNN (Conv2d(1,20,5)-ReLU-MaxPool(2)-Conv2d(20,50,5)-ReLU-MaxPool(2)-\n"
@@ -52,6 +54,9 @@ int main(int argc, char** argv) {
     cli.add("momentum", momentum, "SGD momentum").at_least(0.0).at_most(0.999);
     cli.add("weight-decay", weight_decay, "SGD weight decay (L2)").at_least(0.0);
     cli.add("augment", augment, "augment training images: random crop after 2-pixel padding, random flip");
+    cli.add("scale-lr", scale_lr,
+            "linear scaling rule (Goyal et al.): with N ranks the rate is N x --lr, reached by a linear "
+            "warm-up over the first epoch (on by default; --scale-lr=false keeps --lr)");
     const int status = example::parse_flags(cli, f, argc, argv);
     if (status != example::keep_going) return status;
 
@@ -94,11 +99,23 @@ int main(int argc, char** argv) {
         setup.augment.crop_padding = 2;
         setup.augment.horizontal_flip = true;
     }
-    const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
+    const auto sgd_options = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
+    dtrain::SGD<float> sgd(sgd_options);
+    // Synchronous data parallelism averages gradients over `workers` times the samples per step; the
+    // linear scaling rule keeps the per-sample progress of one process (asynchronous masters apply
+    // every worker's update separately, so it does not apply there).
+    const int workers = f.comm == "async" ? 1 : env.size();
+    if (scale_lr && workers > 1) {
+        const std::uint64_t steps_per_epoch = train.size() / (f.batch_size * std::size_t(workers));
+        dtrain::apply_linear_scaling(sgd, workers, std::max<std::uint64_t>(1, steps_per_epoch));
+        if (env.rank() == 0)
+            std::printf("linear scaling rule: lr %g x %d ranks = %g after a %llu-step warm-up\n", f.lr, workers,
+                        f.lr * workers, static_cast<unsigned long long>(steps_per_epoch));
+    }
     const auto result = example::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
-        return example::train_classifier<Policy>(model, dtrain::SGD<float>(sgd),
-                                                 dtrain::SoftmaxCrossEntropy<float>(), train, test, f, setup);
+        return example::train_classifier<Policy>(model, sgd, dtrain::SoftmaxCrossEntropy<float>(), train, test,
+                                                 f, setup);
     });
     return example::accuracy_status(f, result);
 }
