@@ -45,10 +45,13 @@ dtrain::Model<float> mlp() {
 
 double bench(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t batch, int steps, int reps) {
     dtrain::Rng rng(1);
-    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape(dtrain::batch_shape(batch, model.input_shape()));
-    for (auto& v : x) v = float(rng.uniform());
+    dtrain::Tensor<float> x =
+        dtrain::Tensor<float>::from_shape(dtrain::batch_shape(batch, model.input_shape()));
+    for (auto& v : x)
+        v = float(rng.uniform());
     dtrain::Labels y = dtrain::Labels::from_shape({batch});
-    for (auto& v : y) v = std::int32_t(rng.below(10));
+    for (auto& v : y)
+        v = std::int32_t(rng.below(10));
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
     auto step = [&] {
@@ -57,11 +60,13 @@ double bench(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t b
         model.backward(grad);
         opt.step(model.parameters(), model.gradients());
     };
-    for (int i = 0; i < std::max(5, steps / 10); ++i) step();
+    for (int i = 0; i < std::max(5, steps / 10); ++i)
+        step();
     std::vector<double> rates;
     for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < steps; ++i) step();
+        for (int i = 0; i < steps; ++i)
+            step();
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         rates.push_back(double(steps) * double(batch) / s);
     }
@@ -91,11 +96,16 @@ int main(int argc, char** argv) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") usage("");
         if (i + 1 >= argc) usage("missing value after " + a);
-        if (a == "--models") models = argv[++i];
-        else if (a == "--steps") steps = parse_int(a, argv[++i]);
-        else if (a == "--reps") reps = parse_int(a, argv[++i]);
-        else if (a == "--batch") batch = parse_int(a, argv[++i]);
-        else usage("unknown flag " + a);
+        if (a == "--models")
+            models = argv[++i];
+        else if (a == "--steps")
+            steps = parse_int(a, argv[++i]);
+        else if (a == "--reps")
+            reps = parse_int(a, argv[++i]);
+        else if (a == "--batch")
+            batch = parse_int(a, argv[++i]);
+        else
+            usage("unknown flag " + a);
     }
     std::stringstream ss(models);
     std::string name;

@@ -109,13 +109,13 @@ int main(int argc, char** argv) {
         const std::uint64_t steps_per_epoch = train.size() / (f.batch_size * std::size_t(workers));
         dtrain::apply_linear_scaling(sgd, workers, std::max<std::uint64_t>(1, steps_per_epoch));
         if (env.rank() == 0)
-            std::printf("linear scaling rule: lr %g x %d ranks = %g after a %llu-step warm-up\n", f.lr, workers,
-                        f.lr * workers, static_cast<unsigned long long>(steps_per_epoch));
+            std::printf("linear scaling rule: lr %g x %d ranks = %g after a %llu-step warm-up\n", f.lr,
+                        workers, f.lr * workers, static_cast<unsigned long long>(steps_per_epoch));
     }
     const auto result = example::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
-        return example::train_classifier<Policy>(model, sgd, dtrain::SoftmaxCrossEntropy<float>(), train, test,
-                                                 f, setup);
+        return example::train_classifier<Policy>(model, sgd, dtrain::SoftmaxCrossEntropy<float>(), train,
+                                                 test, f, setup);
     });
     return example::accuracy_status(f, result);
 }

@@ -1,7 +1,7 @@
 // The README's 20-line program: an Iris MLP trained data-parallel with a ring all-reduce.
 // Run: mpiexec.mpich -n 2 ./quickstart [path/to/iris.csv]
-#include <dtrain/dtrain.hpp>
 #include <cstdio>
+#include <dtrain/dtrain.hpp>
 
 int main(int argc, char** argv) {
     dtrain::Environment env(argc, argv);  // MPI up; an uncaught exception aborts the whole job
@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
     model.add(dtrain::Dense<float>(4, 30)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(30, 3));
     dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(
         model, dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9)));
-    dtrain::DataLoader loader(data, dtrain::DistributedSampler(150, opt.worker_rank(), opt.num_workers()), {8});
+    dtrain::DataLoader loader(data, dtrain::DistributedSampler(150, opt.worker_rank(), opt.num_workers()),
+                              {8});
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
     opt.run([&] {

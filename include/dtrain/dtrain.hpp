@@ -3,11 +3,11 @@
 /// @file
 /// dtrain's umbrella header: includes every public header of every area.
 
+#include <dtrain/comm.hpp>
 #include <dtrain/config.hpp>
 #include <dtrain/core.hpp>
+#include <dtrain/data.hpp>
+#include <dtrain/dist.hpp>
 #include <dtrain/nn.hpp>
 #include <dtrain/optim.hpp>
-#include <dtrain/data.hpp>
-#include <dtrain/comm.hpp>
-#include <dtrain/dist.hpp>
 #include <dtrain/util.hpp>

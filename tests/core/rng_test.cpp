@@ -36,7 +36,8 @@ TEST_CASE("Rng: uniform and normal have the right moments", "[core][rng]") {
 
 TEST_CASE("Rng: below() is in range and shuffle is a seeded permutation", "[core][rng]") {
     dtrain::Rng r(5);
-    for (int i = 0; i < 1000; ++i) CHECK(r.below(7) < 7u);
+    for (int i = 0; i < 1000; ++i)
+        CHECK(r.below(7) < 7u);
     std::vector<int> v(50), w;
     std::iota(v.begin(), v.end(), 0);
     w = v;
@@ -46,6 +47,7 @@ TEST_CASE("Rng: below() is in range and shuffle is a seeded permutation", "[core
     CHECK(v == w);
     std::vector<int> sorted = v;
     std::sort(sorted.begin(), sorted.end());
-    for (int i = 0; i < 50; ++i) CHECK(sorted[i] == i);
+    for (int i = 0; i < 50; ++i)
+        CHECK(sorted[i] == i);
     CHECK(!std::is_sorted(v.begin(), v.end()));
 }

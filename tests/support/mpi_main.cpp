@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
     if (rc == 0) {
         if (rank != 0) {
             const char* name = std::getenv("DTRAIN_TEST_NAME");
-            log = std::string("dtrain-test-") + (name ? name : "run") + ".np" + std::to_string(size) + ".rank" +
-                  std::to_string(rank) + ".log";
+            log = std::string("dtrain-test-") + (name ? name : "run") + ".np" + std::to_string(size) +
+                  ".rank" + std::to_string(rank) + ".log";
             session.configData().outputFilename = log;
         }
         rc = session.run();
@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
         if (rc != 0) {
             std::ifstream in(log);
             std::string line;
-            while (std::getline(in, line)) std::cerr << "[rank " << rank << "/" << size << "] " << line << '\n';
+            while (std::getline(in, line))
+                std::cerr << "[rank " << rank << "/" << size << "] " << line << '\n';
         }
         std::remove(log.c_str());
     }

@@ -37,7 +37,8 @@ inline int world_size() {
 template <class T>
 Tensor<T> random_tensor(const std::vector<std::size_t>& shape, Rng& rng, double lo = -1.0, double hi = 1.0) {
     Tensor<T> t = Tensor<T>::from_shape(shape);
-    for (auto& v : t) v = T(rng.uniform(lo, hi));
+    for (auto& v : t)
+        v = T(rng.uniform(lo, hi));
     return t;
 }
 

@@ -43,8 +43,8 @@ std::string shape_str(const Shape& s) {
 }  // namespace detail
 
 /// Throws dtrain::Error whose message is the concatenation of the arguments when `cond` is false.
-#define DTRAIN_CHECK(cond, ...)                                          \
-    do {                                                                 \
+#define DTRAIN_CHECK(cond, ...)                                                    \
+    do {                                                                           \
         if (!(cond)) throw ::dtrain::Error(::dtrain::detail::concat(__VA_ARGS__)); \
     } while (0)
 

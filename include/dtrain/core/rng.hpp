@@ -17,7 +17,8 @@ public:
     /// Restarts the stream from `seed`.
     void reseed(std::uint64_t seed) {
         std::uint64_t x = seed;
-        for (auto& s : s_) s = splitmix(x);
+        for (auto& s : s_)
+            s = splitmix(x);
         has_spare_ = false;
     }
 
@@ -46,7 +47,8 @@ public:
     std::uint64_t below(std::uint64_t n) {
         const std::uint64_t limit = max() - max() % n;
         std::uint64_t r;
-        do r = (*this)();
+        do
+            r = (*this)();
         while (r >= limit);
         return r % n;
     }
@@ -57,7 +59,8 @@ public:
             return spare_;
         }
         double u1 = uniform();
-        while (u1 <= 0.0) u1 = uniform();
+        while (u1 <= 0.0)
+            u1 = uniform();
         const double u2 = uniform();
         const double r = std::sqrt(-2.0 * std::log(u1));
         const double th = 6.283185307179586476925286766559 * u2;

@@ -25,20 +25,23 @@ using Labels = xt::xtensor<std::int32_t, 1>;
 
 /// A non-owning N-dimensional view into memory owned elsewhere (a model's flat buffers).
 template <class T, std::size_t N>
-using TensorView = xt::xtensor_adaptor<xt::xbuffer_adaptor<T*, xt::no_ownership>, N, xt::layout_type::row_major>;
+using TensorView =
+    xt::xtensor_adaptor<xt::xbuffer_adaptor<T*, xt::no_ownership>, N, xt::layout_type::row_major>;
 
 /// Makes a view of `shape` over `p`; `p` is taken as an rvalue so the view holds the pointer by value.
 template <class T, std::size_t N>
 TensorView<T, N> make_view(T* p, const std::array<std::size_t, N>& shape) {
     std::size_t n = 1;
-    for (auto s : shape) n *= s;
+    for (auto s : shape)
+        n *= s;
     return xt::adapt(std::move(p), n, xt::no_ownership(), shape);
 }
 
 /// Number of elements of a sample shape.
 inline std::size_t shape_size(const Shape& s) {
     std::size_t n = 1;
-    for (auto v : s) n *= v;
+    for (auto v : s)
+        n *= v;
     return n;
 }
 

@@ -471,15 +471,15 @@ private:
     std::vector<std::optional<typename Comm::Request>> requests_;
     std::vector<std::int64_t> started_us_;   // timeline: when each bucket's nonblocking reduction started
     std::vector<std::int64_t> finished_us_;  // timeline: when it was seen complete
-    std::vector<char> done_;         // bucket's nonblocking reduction has completed
-    std::size_t launched_ = 0;       // buckets [0, launched_) were started during backward
-    std::size_t first_pending_ = 0;  // first started bucket not known to be complete
-    std::size_t passes_ = 0;         // backward passes since the last step / zero_grad
-    bool communicating_ = false;     // the current backward pass starts reductions
-    std::mutex mutex_;               // guards comm_, requests_, done_, launched_, first_pending_
-    std::condition_variable wake_;   // wakes the progress thread
-    std::thread progress_;           // progress thread (overlap with more than one rank and bucket)
-    bool stop_ = false;              // asks the progress thread to end
+    std::vector<char> done_;                 // bucket's nonblocking reduction has completed
+    std::size_t launched_ = 0;               // buckets [0, launched_) were started during backward
+    std::size_t first_pending_ = 0;          // first started bucket not known to be complete
+    std::size_t passes_ = 0;                 // backward passes since the last step / zero_grad
+    bool communicating_ = false;             // the current backward pass starts reductions
+    std::mutex mutex_;                       // guards comm_, requests_, done_, launched_, first_pending_
+    std::condition_variable wake_;           // wakes the progress thread
+    std::thread progress_;                   // progress thread (overlap with more than one rank and bucket)
+    bool stop_ = false;                      // asks the progress thread to end
     std::exception_ptr progress_error_;
     value_type scale_ = value_type(1);
     bool need_scale_ = false;

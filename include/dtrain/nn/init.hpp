@@ -25,22 +25,26 @@ void init_weights(T* w, std::size_t n, Init scheme, std::size_t fan_in, std::siz
     switch (scheme) {
         case Init::GlorotUniform: {
             const double a = std::sqrt(6.0 / (fi + fo));
-            for (std::size_t i = 0; i < n; ++i) w[i] = T(rng.uniform(-a, a));
+            for (std::size_t i = 0; i < n; ++i)
+                w[i] = T(rng.uniform(-a, a));
             break;
         }
         case Init::GlorotNormal: {
             const double s = std::sqrt(2.0 / (fi + fo));
-            for (std::size_t i = 0; i < n; ++i) w[i] = T(rng.normal(0.0, s));
+            for (std::size_t i = 0; i < n; ++i)
+                w[i] = T(rng.normal(0.0, s));
             break;
         }
         case Init::HeUniform: {
             const double a = std::sqrt(6.0 / fi);
-            for (std::size_t i = 0; i < n; ++i) w[i] = T(rng.uniform(-a, a));
+            for (std::size_t i = 0; i < n; ++i)
+                w[i] = T(rng.uniform(-a, a));
             break;
         }
         case Init::HeNormal: {
             const double s = std::sqrt(2.0 / fi);
-            for (std::size_t i = 0; i < n; ++i) w[i] = T(rng.normal(0.0, s));
+            for (std::size_t i = 0; i < n; ++i)
+                w[i] = T(rng.normal(0.0, s));
             break;
         }
     }

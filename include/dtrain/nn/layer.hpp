@@ -71,9 +71,10 @@ template <class T>
 void check_batch_shape(const Tensor<T>& in, const Shape& expected, const std::string& layer) {
     const auto& s = in.shape();
     bool ok = in.dimension() == expected.size() + 1;
-    for (std::size_t i = 0; ok && i < expected.size(); ++i) ok = s[i + 1] == expected[i];
-    DTRAIN_CHECK(ok, layer, ": expected input of shape [batch, ", shape_str(expected).substr(1),
-                 " but got ", shape_str(s));
+    for (std::size_t i = 0; ok && i < expected.size(); ++i)
+        ok = s[i + 1] == expected[i];
+    DTRAIN_CHECK(ok, layer, ": expected input of shape [batch, ", shape_str(expected).substr(1), " but got ",
+                 shape_str(s));
 }
 
 }  // namespace detail

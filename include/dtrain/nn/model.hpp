@@ -46,7 +46,8 @@ public:
     using GradReadyHook = std::function<void(std::size_t layer)>;
 
     /// An empty model taking samples of shape `input_shape`; parameters are initialised from `seed`.
-    explicit Model(Shape input_shape, std::uint64_t seed = 0) : input_shape_(std::move(input_shape)), rng_(seed) {
+    explicit Model(Shape input_shape, std::uint64_t seed = 0)
+        : input_shape_(std::move(input_shape)), rng_(seed) {
         DTRAIN_CHECK(!input_shape_.empty() && shape_size(input_shape_) > 0,
                      "Model: input shape must be non-empty with no zero dimension, got ",
                      detail::shape_str(input_shape_));
@@ -63,7 +64,8 @@ public:
           state_(other.state_),
           rng_(other.rng_),
           training_(other.training_) {
-        for (const auto& l : other.layers_) layers_.push_back(l->clone());
+        for (const auto& l : other.layers_)
+            layers_.push_back(l->clone());
         acts_.resize(layers_.size() + 1);
         dacts_.resize(layers_.size() + 1);
         rebind();
@@ -202,7 +204,8 @@ public:
     std::size_t num_layers() const { return layers_.size(); }
     /// Layer `i` (checked).
     Layer<T>& layer(std::size_t i) {
-        DTRAIN_CHECK(i < layers_.size(), "Model::layer: index ", i, " out of range (", layers_.size(), " layers)");
+        DTRAIN_CHECK(i < layers_.size(), "Model::layer: index ", i, " out of range (", layers_.size(),
+                     " layers)");
         return *layers_[i];
     }
     /// Where layer i's parameters and gradients sit in the flat buffers.
@@ -256,7 +259,8 @@ public:
 private:
     void rebind() {
         for (std::size_t i = 0; i < layers_.size(); ++i) {
-            layers_[i]->bind(params_.data() + param_ranges_[i].offset, grads_.data() + param_ranges_[i].offset,
+            layers_[i]->bind(params_.data() + param_ranges_[i].offset,
+                             grads_.data() + param_ranges_[i].offset,
                              state_.data() + state_ranges_[i].offset);
         }
     }

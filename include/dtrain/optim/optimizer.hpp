@@ -29,17 +29,17 @@ struct is_optimizer : std::false_type {};
 /// Specialisation that detects every member of the Optimizer concept.
 template <class Opt>
 struct is_optimizer<
-    Opt, std::void_t<typename Opt::value_type,
-                     decltype(std::declval<Opt&>().reset(std::size_t{})),
-                     decltype(std::declval<Opt&>().step(std::declval<Span<typename Opt::value_type>>(),
-                                                        std::declval<Span<const typename Opt::value_type>>())),
-                     decltype(std::declval<Opt&>().state()),
-                     decltype(std::declval<const Opt&>().state_slots()),
-                     decltype(std::declval<const Opt&>().steps()),
-                     decltype(std::declval<Opt&>().set_steps(std::uint64_t{})),
-                     decltype(std::declval<const Opt&>().learning_rate()),
-                     decltype(std::declval<Opt&>().set_learning_rate(0.0))>>
-    : std::bool_constant<std::is_same_v<decltype(std::declval<Opt&>().state()), Span<typename Opt::value_type>>> {};
+    Opt,
+    std::void_t<typename Opt::value_type, decltype(std::declval<Opt&>().reset(std::size_t{})),
+                decltype(std::declval<Opt&>().step(std::declval<Span<typename Opt::value_type>>(),
+                                                   std::declval<Span<const typename Opt::value_type>>())),
+                decltype(std::declval<Opt&>().state()), decltype(std::declval<const Opt&>().state_slots()),
+                decltype(std::declval<const Opt&>().steps()),
+                decltype(std::declval<Opt&>().set_steps(std::uint64_t{})),
+                decltype(std::declval<const Opt&>().learning_rate()),
+                decltype(std::declval<Opt&>().set_learning_rate(0.0))>>
+    : std::bool_constant<
+          std::is_same_v<decltype(std::declval<Opt&>().state()), Span<typename Opt::value_type>>> {};
 
 /// True when Opt models the Optimizer concept.
 template <class Opt>

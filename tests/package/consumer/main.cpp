@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
         model.backward(grad);
         auto p = model.parameters();
         auto g = model.gradients();
-        for (std::size_t i = 0; i < p.size(); ++i) p[i] -= 0.5f * g[i];
+        for (std::size_t i = 0; i < p.size(); ++i)
+            p[i] -= 0.5f * g[i];
     }
     if (rank == 0) std::printf("consumer: loss %.4f -> %.4f\n", first, last);
     MPI_Finalize();

@@ -26,7 +26,8 @@ public:
         const T* x = in.data();
         T* y = out.data();
         const std::size_t n = in.size();
-        for (std::size_t i = 0; i < n; ++i) y[i] = Fn::f(x[i]);
+        for (std::size_t i = 0; i < n; ++i)
+            y[i] = Fn::f(x[i]);
     }
 
     void backward(const Tensor<T>& in, const Tensor<T>& out, const Tensor<T>& grad_out, Tensor<T>& grad_in,
@@ -38,7 +39,8 @@ public:
         const T* g = grad_out.data();
         T* d = grad_in.data();
         const std::size_t n = in.size();
-        for (std::size_t i = 0; i < n; ++i) d[i] = Fn::grad(x[i], y[i], g[i]);
+        for (std::size_t i = 0; i < n; ++i)
+            d[i] = Fn::grad(x[i], y[i], g[i]);
     }
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Elementwise>(); }
@@ -47,31 +49,49 @@ public:
 struct ReluFn {
     static std::string name() { return "ReLU"; }
     template <class T>
-    static T f(T x) { return x > T(0) ? x : T(0); }
+    static T f(T x) {
+        return x > T(0) ? x : T(0);
+    }
     template <class T>
-    static T df(T x, T) { return x > T(0) ? T(1) : T(0); }
+    static T df(T x, T) {
+        return x > T(0) ? T(1) : T(0);
+    }
     template <class T>
-    static T grad(T x, T, T g) { return x > T(0) ? g : T(0); }
+    static T grad(T x, T, T g) {
+        return x > T(0) ? g : T(0);
+    }
 };
 
 struct SigmoidFn {
     static std::string name() { return "Sigmoid"; }
     template <class T>
-    static T f(T x) { return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)); }
+    static T f(T x) {
+        return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+    }
     template <class T>
-    static T df(T, T y) { return y * (T(1) - y); }
+    static T df(T, T y) {
+        return y * (T(1) - y);
+    }
     template <class T>
-    static T grad(T, T y, T g) { return g * (y * (T(1) - y)); }
+    static T grad(T, T y, T g) {
+        return g * (y * (T(1) - y));
+    }
 };
 
 struct TanhFn {
     static std::string name() { return "Tanh"; }
     template <class T>
-    static T f(T x) { return std::tanh(x); }
+    static T f(T x) {
+        return std::tanh(x);
+    }
     template <class T>
-    static T df(T, T y) { return T(1) - y * y; }
+    static T df(T, T y) {
+        return T(1) - y * y;
+    }
     template <class T>
-    static T grad(T, T y, T g) { return g * (T(1) - y * y); }
+    static T grad(T, T y, T g) {
+        return g * (T(1) - y * y);
+    }
 };
 
 }  // namespace detail

@@ -55,7 +55,8 @@ public:
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         T* o = out.data();
-        for (std::size_t r = 0; r < n; ++r) std::copy(b_, b_ + out_, o + r * out_);
+        for (std::size_t r = 0; r < n; ++r)
+            std::copy(b_, b_ + out_, o + r * out_);
         detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
     }
 
@@ -67,7 +68,8 @@ public:
         detail::gemm(true, false, out_, in_, n, T(1), g, out_, in.data(), in_, T(1), dw_, in_);
         for (std::size_t r = 0; r < n; ++r) {
             const T* gr = g + r * out_;
-            for (std::size_t j = 0; j < out_; ++j) db_[j] += gr[j];
+            for (std::size_t j = 0; j < out_; ++j)
+                db_[j] += gr[j];
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());

@@ -69,7 +69,8 @@ public:
                          " is outside the class range [0, ", c, ")");
             const T m = *std::max_element(z, z + c);
             double s = 0.0;
-            for (std::size_t j = 0; j < c; ++j) s += std::exp(double(z[j] - m));
+            for (std::size_t j = 0; j < c; ++j)
+                s += std::exp(double(z[j] - m));
             total += double(m) + std::log(s) - double(z[std::size_t(y)]);
         }
         return finish(total, n);
@@ -92,7 +93,8 @@ private:
             s += double(e);
         }
         const T scale = T(1.0 / (s * double(n)));
-        for (std::size_t j = 0; j < c; ++j) g[j] *= scale;
+        for (std::size_t j = 0; j < c; ++j)
+            g[j] *= scale;
         return double(m) + std::log(s);
     }
     static T finish(double total, std::size_t n) {
