@@ -10,6 +10,7 @@
 
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
@@ -130,36 +131,7 @@ class Naive {
 public:
     /// Handle of one nonblocking naive all-reduce. Move-only. Destroying a pending request waits for its
     /// messages (without summing); requests must complete before their Naive is destroyed.
-    class Request {
-    public:
-        /// An inactive request (test() is immediately true).
-        Request() noexcept = default;
-        Request(const Request&) = delete;
-        Request& operator=(const Request&) = delete;
-        /// Takes over other's operation; other becomes inactive.
-        Request(Request&& other) noexcept : op_(other.op_), scratch_(std::move(other.scratch_)) {
-            other.op_ = detail::NaiveAllreduceOp();
-        }
-        /// Completes this request's messages (if any), then takes over other's operation.
-        Request& operator=(Request&& other) noexcept {
-            if (this != &other) {
-                op_.drain();
-                op_ = other.op_;
-                scratch_ = std::move(other.scratch_);
-                other.op_ = detail::NaiveAllreduceOp();
-            }
-            return *this;
-        }
-        /// Waits for pending messages so no buffer is left in flight.
-        ~Request() { op_.drain(); }
-        /// True while the operation has not completed.
-        bool active() const noexcept { return op_.active(); }
-
-    private:
-        friend class Naive;
-        detail::NaiveAllreduceOp op_;
-        detail::ScratchLease scratch_;
-    };
+    using Request = detail::PooledRequest<detail::NaiveAllreduceOp>;
 
     /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
     explicit Naive(MPI_Comm comm = MPI_COMM_WORLD)
@@ -225,15 +197,15 @@ public:
 
     /// Advances `request`; true once it has completed (also for an inactive request).
     bool test(Request& request) {
-        const bool done = request.op_.progress();
-        if (done) request.scratch_.reset();
+        const bool done = request.op().progress();
+        if (done) request.scratch().reset();
         return done;
     }
 
     /// Blocks until `request` has completed.
     void wait(Request& request) {
-        request.op_.wait();
-        request.scratch_.reset();
+        request.op().wait();
+        request.scratch().reset();
     }
 
     /// Synchronises all ranks (MPI_Barrier).
@@ -252,10 +224,10 @@ private:
         Request r;
         if (size() == 1 || count == 0) return r;
         const std::size_t bytes = data.size() * sizeof(T);
-        r.scratch_ = detail::ScratchLease(pool_, detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
-        r.op_ = detail::NaiveAllreduceOp(comm_.get(), mpi_type<T>(), tag, rank(), size(),
-                                         reinterpret_cast<unsigned char*>(data.data()), sizeof(T),
-                                         data.size(), &detail::add_into_erased<T>, r.scratch_.data());
+        r.scratch() = detail::ScratchLease(pool_, detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
+        r.op() = detail::NaiveAllreduceOp(comm_.get(), mpi_type<T>(), tag, rank(), size(),
+                                          reinterpret_cast<unsigned char*>(data.data()), sizeof(T),
+                                          data.size(), &detail::add_into_erased<T>, r.scratch().data());
         return r;
     }
 

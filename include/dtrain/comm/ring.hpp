@@ -10,6 +10,7 @@
 
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/ring_op.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
@@ -45,36 +46,7 @@ class Ring {
 public:
     /// Handle of one nonblocking ring all-reduce. Move-only. Destroying a request that has not completed
     /// completes it first (errors are then swallowed); requests must complete before their Ring is destroyed.
-    class Request {
-    public:
-        /// An inactive request (test() is immediately true).
-        Request() noexcept = default;
-        Request(const Request&) = delete;
-        Request& operator=(const Request&) = delete;
-        /// Takes over other's operation; other becomes inactive.
-        Request(Request&& other) noexcept : op_(other.op_), scratch_(std::move(other.scratch_)) {
-            other.op_ = detail::RingAllreduceOp();
-        }
-        /// Completes this request's operation (if any), then takes over other's.
-        Request& operator=(Request&& other) noexcept {
-            if (this != &other) {
-                op_.drain();
-                op_ = other.op_;
-                scratch_ = std::move(other.scratch_);
-                other.op_ = detail::RingAllreduceOp();
-            }
-            return *this;
-        }
-        /// Completes a pending operation so its buffer is never left in flight.
-        ~Request() { op_.drain(); }
-        /// True while the operation has not completed.
-        bool active() const noexcept { return op_.active(); }
-
-    private:
-        friend class Ring;
-        detail::RingAllreduceOp op_;
-        detail::ScratchLease scratch_;
-    };
+    using Request = detail::PooledRequest<detail::RingAllreduceOp>;
 
     /// Uses a duplicate of `comm` (collective over `comm`) tuned by `options`; requires MPI to be
     /// initialised. Throws dtrain::Error for a window outside 0..16.
@@ -167,23 +139,23 @@ public:
     Request iallreduce_sum(Span<T> data) {
         const int tag = 1 + static_cast<int>(sequence_++ % kTagRange);
         Request r = start(data, tag);
-        r.op_.progress();  // post the first messages right away
+        r.op().progress();  // post the first messages right away
         return r;
     }
 
     /// Advances `request`; true once it has completed (also for an inactive request).
     bool test(Request& request) {
-        const bool done = request.op_.progress();
-        if (done) request.scratch_.reset();
+        const bool done = request.op().progress();
+        if (done) request.scratch().reset();
         return done;
     }
 
     /// Blocks (polling) until `request` has completed.
     void wait(Request& request) {
         detail::Backoff backoff;
-        while (!request.op_.progress())
+        while (!request.op().progress())
             backoff.pause();
-        request.scratch_.reset();
+        request.scratch().reset();
     }
 
     /// Synchronises all ranks (MPI_Barrier).
@@ -231,9 +203,9 @@ private:
         c.seg = segment_elems(chunk, sizeof(T));
         c.window = window_for(data.size() * sizeof(T));
         c.reduce = &detail::add_into_erased<T>;
-        r.scratch_ = detail::ScratchLease(pool_, std::size_t(c.window) * c.seg * sizeof(T));
-        c.scratch = r.scratch_.data();
-        r.op_ = detail::RingAllreduceOp(c);
+        r.scratch() = detail::ScratchLease(pool_, std::size_t(c.window) * c.seg * sizeof(T));
+        c.scratch = r.scratch().data();
+        r.op() = detail::RingAllreduceOp(c);
         return r;
     }
 
