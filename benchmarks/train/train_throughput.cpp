@@ -19,28 +19,11 @@
 namespace {
 
 dtrain::Model<float> singa_cnn() {
-    dtrain::Model<float> m({1, 28, 28}, 0);
-    m.add(dtrain::Conv2d<float>(1, 20, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Conv2d<float>(20, 50, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Flatten<float>())
-        .add(dtrain::Dense<float>(800, 500))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(500, 10));
-    return m;
+    return dtrain::zoo::singa_cnn<float>(0);
 }
 
 dtrain::Model<float> mlp() {
-    dtrain::Model<float> m({784}, 0);
-    m.add(dtrain::Dense<float>(784, 512))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(512, 256))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(256, 10));
-    return m;
+    return dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0);
 }
 
 double bench(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t batch, int steps, int reps) {

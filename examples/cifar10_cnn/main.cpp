@@ -122,19 +122,7 @@ int main(int argc, char** argv) {
     norm.apply(train.features);
     norm.apply(test.features);
 
-    dtrain::Model<float> model({3, 32, 32}, f.seed);
-    model.add(dtrain::Conv2d<float>(3, 64, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Conv2d<float>(64, 16, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Flatten<float>())
-        .add(dtrain::Dense<float>(400, 120))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(120, 84))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(84, 10));
+    dtrain::Model<float> model = dtrain::zoo::cifar_cnn<float>(f.seed);
     if (env.rank() == 0) {
         std::printf(
             "cifar10_cnn: %s; SGD lr %g momentum %g weight decay %g, batch %zu per rank, %d epochs%s\n",

@@ -75,17 +75,7 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    dtrain::Model<float> model({1, 28, 28}, f.seed);
-    model.add(dtrain::Conv2d<float>(1, 20, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Conv2d<float>(20, 50, 5))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::MaxPool2d<float>(2))
-        .add(dtrain::Flatten<float>())
-        .add(dtrain::Dense<float>(800, 500))
-        .add(dtrain::ReLU<float>())
-        .add(dtrain::Dense<float>(500, 10));
+    dtrain::Model<float> model = dtrain::zoo::singa_cnn<float>(f.seed);
     if (env.rank() == 0) {
         std::printf(
             "fashion_mnist_cnn: SGD lr %g momentum %g weight decay %g, batch %zu per rank, %d epochs%s\n",
