@@ -2,14 +2,14 @@
 # Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
 # Idempotent: when everything is present it only checks and returns (no apt-get update).
 # Usage: scripts/install-deps.sh [--plot] [--torch]
-#   --plot   also gnuplot (for scripts/plot)
+#   --plot   also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch  also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 clang-format dataset-fashion-mnist python3-sklearn)
 for a in "$@"; do
   case "$a" in
-    --plot) pkgs+=(gnuplot-nox) ;;
+    --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
     *) echo "install-deps.sh: unknown option '$a' (known: --plot --torch)" >&2; exit 2 ;;
   esac
