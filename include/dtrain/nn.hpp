@@ -25,3 +25,4 @@
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/nn/metrics.hpp>
 #include <dtrain/nn/model.hpp>
+#include <dtrain/nn/zoo.hpp>

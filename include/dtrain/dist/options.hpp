@@ -26,7 +26,7 @@ inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::ui
 ///
 /// | field | default | used by | meaning |
 /// |---|---|---|---|
-/// | bucket_bytes | 4 MiB | synchronous | gradients are reduced in buckets of about this many bytes, built from whole layers, last layer first (0 = one bucket per layer) |
+/// | bucket_bytes | 1 MiB | synchronous | gradients are reduced in buckets of about this many bytes, built from whole layers, last layer first (0 = one bucket per layer); 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
 /// | overlap | true | synchronous | start a bucket's reduction during backward as soon as its gradients are final |
 /// | accumulation_steps | 1 | all | backward passes per step; gradients accumulate locally with no communication in between |
 /// | state_sync | Broadcast | synchronous | how BatchNorm running statistics are kept consistent |
@@ -37,7 +37,7 @@ inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::ui
 /// | average_rounds | false | asynchronous | the Go report's variant: masters average one update from every worker per round |
 /// | gather_to_all | false | asynchronous | after training, every rank (not only rank 0) gets the final parameters |
 struct DistOptions {
-    std::size_t bucket_bytes = std::size_t(4) << 20;
+    std::size_t bucket_bytes = std::size_t(1) << 20;
     bool overlap = true;
     std::size_t accumulation_steps = 1;
     StateSync state_sync = StateSync::Broadcast;
