@@ -14,31 +14,13 @@ using dtrain::AdamWOptions;
 using dtrain::test::contains_all;
 using dtrain::test::cspan_of;
 using dtrain::test::error_message;
+using dtrain::test::grads3;
+using dtrain::test::p0;
+using dtrain::test::run_unit;
 using dtrain::test::span_of;
 
 static_assert(dtrain::is_optimizer_v<AdamW<float>>);
 static_assert(dtrain::is_optimizer_v<AdamW<double>>);
-
-namespace {
-
-/// Runs `opt` on one parameter p = 1 with the given gradients; returns p after each step.
-template <class T>
-std::vector<double> run_unit(AdamW<T> opt, const std::vector<double>& grads) {
-    std::vector<T> p{T(1)};
-    std::vector<double> out;
-    for (double g : grads) {
-        const std::vector<T> gv{T(g)};
-        opt.step(span_of(p), cspan_of(gv));
-        out.push_back(double(p[0]));
-    }
-    return out;
-}
-
-const std::vector<double> p0{1.0, -2.0, 0.5, 3.0, -0.25};
-const std::vector<std::vector<double>> grads3{
-    {0.1, 0.2, -0.3, 1.5, 0.0}, {-0.2, 0.1, 0.4, -1.0, 0.7}, {0.3, -0.1, 0.0, 0.25, -0.6}};
-
-}  // namespace
 
 TEST_CASE("AdamW: three steps match hand-computed values", "[optim][adamw]") {
     SECTION("constant gradient, wd 0.1, lr 0.1: p = p * 0.99 - 0.1 each step") {

@@ -73,4 +73,24 @@ inline std::vector<double> reference_adam(std::vector<double> p,
     return p;
 }
 
+/// Runs `opt` on one parameter p = 1 with the given gradients; returns p after each step.
+template <class Opt>
+std::vector<double> run_unit(Opt opt, const std::vector<double>& grads) {
+    using T = typename Opt::value_type;
+    std::vector<T> p{T(1)};
+    std::vector<double> out;
+    for (double g : grads) {
+        const std::vector<T> gv{T(g)};
+        opt.step(span_of(p), cspan_of(gv));
+        out.push_back(double(p[0]));
+    }
+    return out;
+}
+
+/// Five starting parameters and three steps of gradients shared by the reference-loop tests.
+inline const std::vector<double> p0{1.0, -2.0, 0.5, 3.0, -0.25};
+/// See p0.
+inline const std::vector<std::vector<double>> grads3{
+    {0.1, 0.2, -0.3, 1.5, 0.0}, {-0.2, 0.1, 0.4, -1.0, 0.7}, {0.3, -0.1, 0.0, 0.25, -0.6}};
+
 }  // namespace dtrain::test
