@@ -88,19 +88,8 @@ inline dtrain::DistOptions dist_options(const CommonFlags& f) {
     return o;
 }
 
-/// This process's rank in MPI_COMM_WORLD.
-inline int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-/// Number of processes in MPI_COMM_WORLD.
-inline int world_size() {
-    int s = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &s);
-    return s;
-}
+using dtrain::world_rank;
+using dtrain::world_size;
 
 /// The program name for messages.
 inline std::string cli_name(char** argv) {

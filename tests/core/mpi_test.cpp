@@ -34,3 +34,13 @@ TEST_CASE("all_ranks combines a condition over ranks", "[core][mpi]") {
     CHECK(dtrain::test::all_ranks(dtrain::test::world_rank() >= 0));
     CHECK_FALSE(dtrain::test::all_ranks(dtrain::test::world_rank() != 0));
 }
+
+TEST_CASE("comm_rank and comm_size match MPI and accept any communicator", "[core][mpi]") {
+    int r = -1, s = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    CHECK(dtrain::world_rank() == r);
+    CHECK(dtrain::world_size() == s);
+    CHECK(dtrain::comm_rank(MPI_COMM_SELF) == 0);
+    CHECK(dtrain::comm_size(MPI_COMM_SELF) == 1);
+}

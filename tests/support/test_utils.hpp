@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/core/mpi.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
 
@@ -19,19 +20,8 @@ inline bool all_ranks(bool cond, MPI_Comm comm = MPI_COMM_WORLD) {
     return r != 0;
 }
 
-/// This rank of MPI_COMM_WORLD.
-inline int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-
-/// Size of MPI_COMM_WORLD.
-inline int world_size() {
-    int s = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &s);
-    return s;
-}
+using dtrain::world_rank;
+using dtrain::world_size;
 
 /// A tensor of `shape` with uniform values in [lo, hi) drawn from `rng`.
 template <class T>

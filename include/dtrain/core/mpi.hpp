@@ -57,4 +57,28 @@ inline void mpi_check(int code, const char* call) {
 /// Requires MPI_ERRORS_RETURN on the communicator involved for errors to reach here (dtrain sets it).
 #define DTRAIN_MPI_CHECK(call) ::dtrain::detail::mpi_check((call), #call)
 
+/// This process's rank in `comm` (MPI_Comm_rank); throws dtrain::Error when the call fails.
+inline int comm_rank(MPI_Comm comm = MPI_COMM_WORLD) {
+    int rank = 0;
+    DTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    return rank;
+}
+
+/// Number of processes in `comm` (MPI_Comm_size); throws dtrain::Error when the call fails.
+inline int comm_size(MPI_Comm comm = MPI_COMM_WORLD) {
+    int size = 1;
+    DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+    return size;
+}
+
+/// This process's rank in MPI_COMM_WORLD.
+inline int world_rank() {
+    return comm_rank(MPI_COMM_WORLD);
+}
+
+/// Number of processes in MPI_COMM_WORLD.
+inline int world_size() {
+    return comm_size(MPI_COMM_WORLD);
+}
+
 }  // namespace dtrain

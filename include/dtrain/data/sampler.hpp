@@ -166,10 +166,7 @@ private:
 /// A DistributedSampler for this process's rank in `comm` (MPI_Comm_rank / MPI_Comm_size; no other
 /// communication). Throws as DistributedSampler's constructor does.
 inline DistributedSampler make_distributed_sampler(MPI_Comm comm, std::size_t n, ShardOptions opt = {}) {
-    int rank = 0, size = 1;
-    DTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
-    return DistributedSampler(n, rank, size, opt);
+    return DistributedSampler(n, comm_rank(comm), comm_size(comm), opt);
 }
 
 }  // namespace dtrain

@@ -180,9 +180,7 @@ public:
     /// trace JSON file at `path` ({"traceEvents": [...]}, pid = rank in `comm`, timestamps in us). Throws
     /// dtrain::Error on every rank when rank 0 cannot write the file.
     void write(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD) const {
-        int rank = 0, size = 1;
-        DTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-        DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+        const int rank = comm_rank(comm), size = comm_size(comm);
         const std::string mine = json_events(rank);
         DTRAIN_CHECK(mine.size() < std::size_t(std::numeric_limits<int>::max()),
                      "Timeline::write: too many events on rank ", rank);
