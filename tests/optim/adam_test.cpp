@@ -112,23 +112,7 @@ TEST_CASE("Adam: state layout (m then v), reset() zeroes it", "[optim][adam]") {
 TEST_CASE("Adam: a copy continues identically", "[optim][adam]") {
     Adam<float> a(AdamOptions().lr(0.01).weight_decay(1e-3));
     a.set_schedule(dtrain::Schedule::cosine(10, 0.1));
-    auto pa = dtrain::test::cast_vec<float>(p0);
-    const auto g0 = dtrain::test::cast_vec<float>(grads3[0]);
-    const auto g1 = dtrain::test::cast_vec<float>(grads3[1]);
-    const auto g2 = dtrain::test::cast_vec<float>(grads3[2]);
-    a.step(span_of(pa), cspan_of(g0));
-    Adam<float> b = a;
-    auto pb = pa;
-    for (const auto* g : {&g1, &g2, &g0}) {
-        a.step(span_of(pa), cspan_of(*g));
-        b.step(span_of(pb), cspan_of(*g));
-    }
-    CHECK(pa == pb);
-    CHECK(std::vector<float>(a.state().begin(), a.state().end()) ==
-          std::vector<float>(b.state().begin(), b.state().end()));
-    CHECK(a.steps() == 4);
-    CHECK(b.steps() == 4);
-    CHECK(a.state().data() != b.state().data());
+    dtrain::test::check_copy_continues_identically(a);
 }
 
 TEST_CASE("Adam: the schedule sets each step's rate", "[optim][adam]") {

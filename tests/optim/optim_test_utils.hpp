@@ -1,5 +1,7 @@
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -92,5 +94,30 @@ inline const std::vector<double> p0{1.0, -2.0, 0.5, 3.0, -0.25};
 /// See p0.
 inline const std::vector<std::vector<double>> grads3{
     {0.1, 0.2, -0.3, 1.5, 0.0}, {-0.2, 0.1, 0.4, -1.0, 0.7}, {0.3, -0.1, 0.0, 0.25, -0.6}};
+
+/// Steps `a` once, copies it, then steps original and copy three more times on the same gradients (float
+/// parameters p0, gradients grads3): both must end with equal parameters, state, step count and rate, and
+/// the copy must own its state.
+template <class Opt>
+void check_copy_continues_identically(Opt a) {
+    auto pa = cast_vec<float>(p0);
+    const auto g0 = cast_vec<float>(grads3[0]);
+    const auto g1 = cast_vec<float>(grads3[1]);
+    const auto g2 = cast_vec<float>(grads3[2]);
+    a.step(span_of(pa), cspan_of(g0));
+    Opt b = a;
+    auto pb = pa;
+    for (const auto* g : {&g1, &g2, &g0}) {
+        a.step(span_of(pa), cspan_of(*g));
+        b.step(span_of(pb), cspan_of(*g));
+    }
+    CHECK(pa == pb);
+    CHECK(std::vector<float>(a.state().begin(), a.state().end()) ==
+          std::vector<float>(b.state().begin(), b.state().end()));
+    CHECK(a.steps() == 4);
+    CHECK(b.steps() == 4);
+    CHECK(a.learning_rate() == b.learning_rate());
+    CHECK(a.state().data() != b.state().data());
+}
 
 }  // namespace dtrain::test

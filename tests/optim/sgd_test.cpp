@@ -181,24 +181,7 @@ TEST_CASE("SGD: state layout, reset() and state_slots()", "[optim][sgd]") {
 TEST_CASE("SGD: a copy continues identically", "[optim][sgd]") {
     SGD<float> a(SGDOptions().lr(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
     a.set_schedule(dtrain::Schedule::step_decay(2, 0.5));
-    auto pa = dtrain::test::cast_vec<float>(p0);
-    const auto g0 = dtrain::test::cast_vec<float>(grads3[0]);
-    const auto g1 = dtrain::test::cast_vec<float>(grads3[1]);
-    const auto g2 = dtrain::test::cast_vec<float>(grads3[2]);
-    a.step(span_of(pa), cspan_of(g0));
-    SGD<float> b = a;
-    auto pb = pa;
-    for (const auto* g : {&g1, &g2, &g0}) {
-        a.step(span_of(pa), cspan_of(*g));
-        b.step(span_of(pb), cspan_of(*g));
-    }
-    CHECK(pa == pb);
-    CHECK(std::vector<float>(a.state().begin(), a.state().end()) ==
-          std::vector<float>(b.state().begin(), b.state().end()));
-    CHECK(a.steps() == b.steps());
-    CHECK(a.learning_rate() == b.learning_rate());
-    // The copy has its own state.
-    CHECK(a.state().data() != b.state().data());
+    dtrain::test::check_copy_continues_identically(a);
 }
 
 TEST_CASE("SGD: learning_rate() follows the schedule inside a step loop", "[optim][sgd]") {
