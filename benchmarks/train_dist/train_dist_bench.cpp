@@ -261,6 +261,25 @@ std::vector<std::string> split(const std::string& s) {
 
 }  // namespace
 
+/// Type tag carrying a communicator policy to a generic lambda.
+template <class Comm>
+struct PolicyTag {
+    using type = Comm;
+};
+
+/// Calls fn(PolicyTag<Comm>{}) for the policy named `name`; exits with usage() for an unknown name.
+template <class Fn>
+void with_policy(const std::string& name, Fn&& fn) {
+    if (name == "collective")
+        fn(PolicyTag<dtrain::Collective>{});
+    else if (name == "ring")
+        fn(PolicyTag<dtrain::Ring>{});
+    else if (name == "naive")
+        fn(PolicyTag<dtrain::Naive>{});
+    else
+        usage("unknown policy '" + name + "' (known: collective, ring, naive)");
+}
+
 int main(int argc, char** argv) {
     // --funneled initialises MPI with MPI_THREAD_FUNNELED instead of MPI_THREAD_MULTIPLE (which also
     // disables DistOptimizer's progress thread), to measure what the thread level costs.
@@ -311,14 +330,10 @@ int main(int argc, char** argv) {
     }
     if (compare) {
         for (const auto& p : split(policies)) {
-            if (p == "collective")
-                bench_compare<dtrain::Collective>(p, s, bucket_bytes, env.rank(), env.size());
-            else if (p == "ring")
-                bench_compare<dtrain::Ring>(p, s, bucket_bytes, env.rank(), env.size());
-            else if (p == "naive")
-                bench_compare<dtrain::Naive>(p, s, bucket_bytes, env.rank(), env.size());
-            else
-                usage("unknown policy '" + p + "' (known: collective, ring, naive)");
+            with_policy(p, [&](auto tag) {
+                using Comm = typename decltype(tag)::type;
+                bench_compare<Comm>(p, s, bucket_bytes, env.rank(), env.size());
+            });
         }
         return 0;
     }
@@ -327,14 +342,10 @@ int main(int argc, char** argv) {
         o.bucket_bytes = bucket_bytes;
         o.overlap = ov == "1";
         for (const auto& p : split(policies)) {
-            if (p == "collective")
-                bench_policy<dtrain::Collective>(p, s, o, env.rank(), env.size());
-            else if (p == "ring")
-                bench_policy<dtrain::Ring>(p, s, o, env.rank(), env.size());
-            else if (p == "naive")
-                bench_policy<dtrain::Naive>(p, s, o, env.rank(), env.size());
-            else
-                usage("unknown policy '" + p + "' (known: collective, ring, naive)");
+            with_policy(p, [&](auto tag) {
+                using Comm = typename decltype(tag)::type;
+                bench_policy<Comm>(p, s, o, env.rank(), env.size());
+            });
         }
     }
     return 0;
