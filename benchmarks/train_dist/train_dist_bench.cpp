@@ -6,7 +6,7 @@
 //
 // Usage: OPENBLAS_NUM_THREADS=1 mpiexec.mpich -n P bench_train_dist [--model cnn|mlp]
 //            [--policies collective,ring,naive] [--overlap 0,1] [--bucket-bytes B] [--steps N] [--reps R]
-//            [--batch B] [--overhead] [--compare] [--funneled]
+//            [--batch B] [--overhead] [--compare] [--funneled] [--timeline trace.json]
 // Prints, per configuration, one line
 //   result <model> <policy> overlap=<0|1> ranks=<P> bucket_bytes=<B> buckets=<n> median=<samples/s> min=<>
 //          max=<> backward_ms=<mean ms in zero_grad+forward+backward> step_ms=<mean ms in step()>
@@ -43,6 +43,7 @@ struct Setup {
     std::size_t batch = 64;
     int steps = 50;
     int reps = 5;
+    std::string timeline;  // Chrome trace of the (last) timed configuration, if not empty
 };
 
 dtrain::Model<float> make_model(const std::string& name) {
@@ -110,11 +111,17 @@ struct DistRun {
     double compute_s = 0.0, step_s = 0.0;  // time in zero_grad + forward + backward, and in step()
     void step() {
         const auto t0 = std::chrono::steady_clock::now();
-        opt->zero_grad();
-        loss.compute(model.forward(data.x), data.y, grad);
-        model.backward(grad);
+        {
+            dtrain::TimelineScope scope("forward+backward", "compute");
+            opt->zero_grad();
+            loss.compute(model.forward(data.x), data.y, grad);
+            model.backward(grad);
+        }
         const auto t1 = std::chrono::steady_clock::now();
-        opt->step();
+        {
+            dtrain::TimelineScope scope("step", "dist");
+            opt->step();
+        }
         const auto t2 = std::chrono::steady_clock::now();
         compute_s += std::chrono::duration<double>(t1 - t0).count();
         step_s += std::chrono::duration<double>(t2 - t1).count();
@@ -128,8 +135,13 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::DistO
     for (int i = 0; i < std::max(5, s.steps / 5); ++i)
         run.step();  // warm-up
     run.compute_s = run.step_s = 0.0;
+    if (!s.timeline.empty()) dtrain::timeline().enable(std::size_t(1) << 16, MPI_COMM_WORLD);
     const auto rates = time_reps([&] { run.step(); }, s, size, s.reps);
     const double n = double(s.steps) * double(s.reps);
+    if (!s.timeline.empty()) {
+        dtrain::timeline().disable();
+        dtrain::timeline().write(s.timeline, MPI_COMM_WORLD);
+    }
     if (rank == 0) {
         std::printf(
             "result %s %s overlap=%d ranks=%d bucket_bytes=%zu buckets=%zu median=%.1f min=%.1f max=%.1f "
@@ -317,6 +329,8 @@ int main(int argc, char** argv) {
             s.steps = int(parse_long(a, argv[++i], 1));
         else if (a == "--reps")
             s.reps = int(parse_long(a, argv[++i], 1));
+        else if (a == "--timeline")
+            s.timeline = argv[++i];
         else if (a == "--batch")
             s.batch = std::size_t(parse_long(a, argv[++i], 1));
         else
