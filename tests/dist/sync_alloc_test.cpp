@@ -40,11 +40,12 @@ TEMPLATE_TEST_CASE("DistOptimizer::step and the overlapped backward do not alloc
                    "[dist][sync][alloc]", dtrain::Collective, dtrain::Ring, dtrain::Naive) {
     const bool overlap = GENERATE(true, false);
     const std::size_t accum = GENERATE(1, 2);
-    INFO("overlap " << overlap << ", accumulation_steps " << accum);
+    const std::size_t bucket_bytes = GENERATE(0, 64);  // 64: split layers, partial gradient reports
+    INFO("overlap " << overlap << ", accumulation_steps " << accum << ", bucket_bytes " << bucket_bytes);
     dtrain::Model<float> model({8}, 1);
     model.add(dtrain::Dense<float>(8, 32)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(32, 4));
     dtrain::DistOptions o;
-    o.bucket_bytes = 0;
+    o.bucket_bytes = bucket_bytes;
     o.overlap = overlap;
     o.accumulation_steps = accum;
     dtrain::DistOptimizer<TestType, dtrain::SGD<float>> opt(

@@ -225,6 +225,55 @@ TEST_CASE("Model: backward adds into the gradients and calls the hook last layer
         CHECK(v == 0.0);
 }
 
+TEST_CASE("Model: the partial-gradient hook gets Dense's gradient in parts, end of the slice first",
+          "[nn][model]") {
+    Rng rng(6);
+    Model<double> m({7}, 1);
+    m.add(dtrain::Dense<double>(7, 10)).add(dtrain::ReLU<double>()).add(dtrain::Dense<double>(10, 3));
+    const Model<double> plain = m;
+    const Tensor<double> x = random_tensor<double>({5, 7}, rng);
+    const Tensor<double> g = random_tensor<double>({5, 3}, rng);
+    struct Event {
+        std::size_t layer, begin, end;  // end == 0: the grad-ready hook of `layer`
+    };
+    std::vector<Event> events;
+    m.set_grad_ready_hook([&](std::size_t i) { events.push_back({i, 0, 0}); });
+    m.set_partial_grad_hook(
+        [&](std::size_t i, std::size_t b, std::size_t e) {
+            events.push_back({i, b, e});
+        },
+        21);  // 21 values: Dense(7, 10) (80 values) in parts of 3 rows of 7
+    m.zero_grad();
+    m.forward(x);
+    m.backward(g);
+    // Dense(10, 3) has 33 values > 21: bias, then rows [0, 3) whole (3 rows of 10 > 21 -> 2 rows per part).
+    std::vector<std::vector<std::size_t>> got;
+    for (const auto& e : events)
+        got.push_back({e.layer, e.begin, e.end});
+    const std::vector<std::vector<std::size_t>> expected = {
+        {2, 30, 33}, {2, 10, 30}, {2, 0, 10},  {2, 0, 0},  {1, 0, 0},              // Dense(10, 3), ReLU
+        {0, 70, 80}, {0, 49, 70}, {0, 28, 49}, {0, 7, 28}, {0, 0, 7}, {0, 0, 0}};  // Dense(7, 10)
+    CHECK(got == expected);
+    // The same gradients as the whole computation (to rounding: the GEMM is split by rows).
+    Model<double> ref = plain;
+    ref.zero_grad();
+    ref.forward(x);
+    ref.backward(g);
+    for (std::size_t i = 0; i < ref.gradients().size(); ++i)
+        CHECK(m.gradients()[i] == Approx(ref.gradients()[i]).epsilon(1e-12));
+    // Not copied with the model, and cleared by nullptr.
+    Model<double> copy = m;
+    events.clear();
+    copy.forward(x);
+    copy.backward(g);
+    CHECK(events.empty());
+    m.set_partial_grad_hook(nullptr, 0);
+    m.forward(x);
+    m.backward(g);
+    CHECK(events.size() == 3);  // only the grad-ready hook, once per layer
+    CHECK_THROWS_AS(m.set_partial_grad_hook([](std::size_t, std::size_t, std::size_t) {}, 0), dtrain::Error);
+}
+
 TEST_CASE("Model: errors name the component and the shapes", "[nn][model][errors]") {
     std::string msg = error_message([] {
         Model<float> m({4});

@@ -104,14 +104,20 @@ inline bool progress_thread_enabled() {
 ///
 /// Overlap (options.overlap, default on): the constructor installs the model's grad-ready hook (replacing
 /// any hook the user set). During backward(), as soon as every layer of a bucket is final, the bucket's
-/// nonblocking reduction is started (Comm::iallreduce_sum); the bucket that becomes final only at layer 0
-/// (nothing left to overlap with) is left to step(), which reduces it with the blocking call. Outstanding
+/// nonblocking reduction is started (Comm::iallreduce_sum); buckets that become final only at layer 0
+/// (nothing left to overlap with) are left to step(). Outstanding
 /// reductions are advanced by test() at every later hook call and, because MPI libraries such as MPICH only
 /// move data inside MPI calls, by a progress thread that test()s them every few microseconds while the main
 /// thread computes (started when there is more than one rank and bucket, MPI provides MPI_THREAD_MULTIPLE
 /// and the environment variable DTRAIN_PROGRESS_THREAD is not "0"; it sleeps while nothing is
-/// outstanding). step() waits for the rest. Without overlap, step() reduces the buckets one after the other
-/// with blocking calls.
+/// outstanding). When `Opt` has the range form of the Optimizer concept (has_step_range_v: SGD, Adam,
+/// AdamW), step() then also overlaps the optimizer with communication: bucket by bucket, it waits for the
+/// bucket's reduction, starts the next bucket's if backward() did not, and updates the bucket's parameters
+/// with Opt::step_range() while that next reduction is in flight (make_buckets() splits layers larger than
+/// a bucket into pieces, so even a model whose largest layer is first gets a pipeline); the result is
+/// bitwise that of one Opt::step(). Otherwise step() waits for every reduction, reducing the buckets not
+/// yet started with the blocking call, then calls Opt::step(). Without overlap, step() reduces the buckets
+/// one after the other with blocking calls, then calls Opt::step().
 ///
 /// Gradient accumulation (options.accumulation_steps = k, PyTorch DDP's no_sync, Horovod's
 /// backward_passes_per_step): call model.backward() k times (gradients add up locally, no communication),
@@ -165,9 +171,6 @@ public:
         broadcast_initial_state();
 
         buckets_ = make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type));
-        ready_bucket_.assign(model_.num_layers(), -1);
-        for (std::size_t b = 0; b < buckets_.size(); ++b)
-            ready_bucket_[buckets_[b].first_layer] = int(b);
         requests_.resize(buckets_.size());
         done_.assign(buckets_.size(), 0);
         started_us_.assign(buckets_.size(), 0);
@@ -175,7 +178,17 @@ public:
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         need_scale_ = denom != 1.0;
+        if (options_.overlap && comm_.size() > 1) prewarm();
         model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
+        if (options_.overlap && comm_.size() > 1 && options_.bucket_bytes > 0) {
+            // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a
+            // split layer) can start its reduction before the layer's backward() has finished.
+            const std::size_t chunk =
+                std::max<std::size_t>(1, options_.bucket_bytes / sizeof(value_type) / 4);
+            model_.set_partial_grad_hook([this](std::size_t layer, std::size_t begin,
+                                                std::size_t end) { on_partial_grad(layer, begin, end); },
+                                         chunk);
+        }
         if (options_.overlap && comm_.size() > 1 && buckets_.size() > 1 && detail::progress_thread_enabled())
             progress_ = std::thread([this] { progress_loop(); });
     }
@@ -189,6 +202,7 @@ public:
     /// destructors (as the communicator defines).
     ~DistOptimizer() {
         model_.set_grad_ready_hook(nullptr);
+        model_.set_partial_grad_hook(nullptr, 0);
         if (progress_.joinable()) {
             {
                 std::lock_guard<std::mutex> lock(mutex_);
@@ -206,11 +220,13 @@ public:
         drain();
         model_.zero_grad();
         passes_ = 0;
+        in_pass_ = false;
     }
 
     /// One synchronous step: completes the reduction of every gradient bucket (waiting for those started
     /// during backward(), reducing the others now), divides the gradients by size() * accumulation_steps,
-    /// applies the local optimizer to the whole parameter buffer and synchronises the model state. Requires
+    /// applies the local optimizer to the whole parameter buffer (bucket by bucket, pipelined with the
+    /// reductions, with overlap and an optimizer with the range form) and synchronises the model state. Requires
     /// exactly accumulation_steps backward passes since the last step() or zero_grad() (throws
     /// dtrain::Error otherwise, before communicating). Collective.
     void step() {
@@ -222,6 +238,15 @@ public:
         const bool multi = comm_.size() > 1;
         std::unique_lock<std::mutex> lock(mutex_);
         rethrow_progress_error();
+        if constexpr (has_step_range_v<Opt>) {
+            if (multi && options_.overlap) {
+                step_pipelined(lock);
+                lock.unlock();
+                passes_ = 0;
+                sync_state();
+                return;
+            }
+        }
         for (std::size_t b = 0; b < buckets_.size(); ++b) {
             Span<value_type> g = grads.subspan(buckets_[b].offset, buckets_[b].size);
             if (multi) {
@@ -239,12 +264,7 @@ public:
                     comm_.allreduce_sum(g);
                 }
             }
-            if (need_scale_) {
-                const value_type s = scale_;
-                value_type* p = g.data();
-                for (std::size_t i = 0, n = g.size(); i < n; ++i)
-                    p[i] *= s;
-            }
+            scale(g);
         }
         launched_ = 0;
         first_pending_ = 0;
@@ -300,37 +320,125 @@ public:
     double global_mean(double x) { return global_sum(x) / double(comm_.size()); }
 
 private:
+    // The first gradient event of a backward pass: checks the pass count and decides whether this pass
+    // (the last of the step) starts reductions.
+    void begin_pass() {
+        DTRAIN_CHECK(passes_ < options_.accumulation_steps, "DistOptimizer: backward pass ", passes_ + 1,
+                     " since the last step, but accumulation_steps is ", options_.accumulation_steps,
+                     "; call step() once after every ", options_.accumulation_steps,
+                     " model.backward() calls");
+        in_pass_ = true;
+        communicating_ = options_.overlap && comm_.size() > 1 && passes_ + 1 == options_.accumulation_steps;
+        ready_from_ = model_.num_parameters();
+    }
+
     // Called by Model::backward() after layer `layer`'s gradients are final (last layer first).
     void on_grad_ready(std::size_t layer) {
-        if (layer + 1 == model_.num_layers()) {
-            DTRAIN_CHECK(passes_ < options_.accumulation_steps, "DistOptimizer: backward pass ", passes_ + 1,
-                         " since the last step, but accumulation_steps is ", options_.accumulation_steps,
-                         "; call step() once after every ", options_.accumulation_steps,
-                         " model.backward() calls");
-            communicating_ =
-                options_.overlap && comm_.size() > 1 && passes_ + 1 == options_.accumulation_steps;
-        }
-        if (communicating_) {
-            std::unique_lock<std::mutex> lock(mutex_);
-            rethrow_progress_error();
-            poll();
-            // The bucket that becomes ready at layer 0 has no computation left to overlap with: step()
-            // reduces it with the (often faster) blocking call.
-            const int b = layer > 0 ? ready_bucket_[layer] : -1;
-            if (b >= 0) {
-                const Bucket& k = buckets_[std::size_t(b)];
-                started_us_[std::size_t(b)] = timeline().now_us();
-                requests_[std::size_t(b)].emplace(
-                    comm_.iallreduce_sum(model_.gradients().subspan(k.offset, k.size)));
-                launched_ = std::size_t(b) + 1;
-                lock.unlock();
-                wake_.notify_one();
-            }
-        }
+        if (!in_pass_) begin_pass();
+        // Buckets that become ready at layer 0 have no computation left to overlap with: step() reduces
+        // them (pipelined with the optimizer, or with the often faster blocking call).
+        if (communicating_) mark_ready(model_.parameter_ranges()[layer].offset, layer > 0);
         if (layer == 0) {
             ++passes_;
+            in_pass_ = false;
             communicating_ = false;
         }
+    }
+
+    // Called by a layer's backward() with values [begin, end) of its slice final (end of the slice first).
+    void on_partial_grad(std::size_t layer, std::size_t begin, std::size_t end) {
+        if (!in_pass_) begin_pass();
+        if (!communicating_) return;
+        const std::size_t offset = model_.parameter_ranges()[layer].offset;
+        if (offset + end == ready_from_) mark_ready(offset + begin, true);  // extends the final suffix
+    }
+
+    // Everything from `from` to the end of the flat gradient buffer is final: starts (if `launch_now`) the
+    // reductions of the buckets inside it that have not started yet.
+    void mark_ready(std::size_t from, bool launch_now) {
+        ready_from_ = std::min(ready_from_, from);
+        if (!launch_now) return;
+        std::unique_lock<std::mutex> lock(mutex_);
+        rethrow_progress_error();
+        poll();
+        const std::size_t before = launched_;
+        while (launched_ < buckets_.size() && buckets_[launched_].offset >= ready_from_)
+            launch(launched_++);
+        if (launched_ != before) {
+            lock.unlock();
+            wake_.notify_one();
+        }
+    }
+
+    // Sizes the communicator's reusable resources (the scratch buffers of Ring and Naive) for every bucket in
+    // flight at once, the most that backward() and step() can have, by one nonblocking reduction of every
+    // bucket of a zero buffer: which buckets overlap in time depends on timing, and steady-state steps must
+    // never allocate. Collective.
+    void prewarm() {
+        std::vector<value_type> zeros(model_.num_parameters(), value_type(0));
+        std::vector<std::optional<typename Comm::Request>> reqs(buckets_.size());
+        for (std::size_t b = 0; b < buckets_.size(); ++b)
+            reqs[b].emplace(
+                comm_.iallreduce_sum(Span<value_type>(zeros.data() + buckets_[b].offset, buckets_[b].size)));
+        for (auto& r : reqs)
+            comm_.wait(*r);
+    }
+
+    // Divides reduced gradients by size() * accumulation_steps (nothing to do when that is 1).
+    void scale(Span<value_type> g) const noexcept {
+        if (!need_scale_) return;
+        const value_type s = scale_;
+        value_type* p = g.data();
+        for (std::size_t i = 0, n = g.size(); i < n; ++i)
+            p[i] *= s;
+    }
+
+    // Starts bucket b's nonblocking reduction; requires mutex_. The caller advances launched_.
+    void launch(std::size_t b) {
+        const Bucket& k = buckets_[b];
+        started_us_[b] = timeline().now_us();
+        requests_[b].emplace(comm_.iallreduce_sum(model_.gradients().subspan(k.offset, k.size)));
+    }
+
+    // step() with overlap and an optimizer with the range form: bucket by bucket, keeps the next bucket's
+    // reduction in flight (starting it if backward() did not) while this bucket is waited for, scaled and
+    // updated with step_range() outside the lock, so the progress thread advances the next reduction
+    // meanwhile. Requires mutex_ (held through `lock`, released and re-acquired around each update).
+    void step_pipelined(std::unique_lock<std::mutex>& lock) {
+        Span<value_type> params = model_.parameters();
+        Span<value_type> grads = model_.gradients();
+        const std::size_t nb = buckets_.size();
+        for (std::size_t b = 0; b < nb; ++b) {
+            const std::size_t want = std::min(nb, b + 2);
+            if (launched_ < want) {
+                while (launched_ < want)
+                    launch(launched_++);
+                wake_.notify_one();
+            }
+            if (!done_[b]) {
+                comm_.wait(*requests_[b]);
+                finished_us_[b] = timeline().now_us();
+                done_[b] = 1;  // poll() skips it from now on
+            }
+            timeline().complete("allreduce", "comm", started_us_[b], finished_us_[b], "bucket",
+                                std::int64_t(b));
+            requests_[b].reset();
+            lock.unlock();
+            const Bucket& k = buckets_[b];
+            Span<value_type> g = grads.subspan(k.offset, k.size);
+            scale(g);
+            {
+                TimelineScope scope("optimizer step", "optim", "bucket", std::int64_t(b));
+                opt_.step_range(params.subspan(k.offset, k.size), Span<const value_type>(g.data(), g.size()),
+                                k.offset);
+            }
+            lock.lock();
+            rethrow_progress_error();
+        }
+        opt_.finish_step();
+        std::fill(done_.begin(), done_.end(), char(0));
+        launched_ = 0;
+        first_pending_ = 0;
     }
 
     // Advances the outstanding reductions; requires mutex_.
@@ -467,7 +575,6 @@ private:
     DistOptions options_;
     Comm comm_;
     std::vector<Bucket> buckets_;
-    std::vector<int> ready_bucket_;  // layer -> bucket that becomes ready after it, or -1
     std::vector<std::optional<typename Comm::Request>> requests_;
     std::vector<std::int64_t> started_us_;   // timeline: when each bucket's nonblocking reduction started
     std::vector<std::int64_t> finished_us_;  // timeline: when it was seen complete
@@ -476,6 +583,8 @@ private:
     std::size_t first_pending_ = 0;          // first started bucket not known to be complete
     std::size_t passes_ = 0;                 // backward passes since the last step / zero_grad
     bool communicating_ = false;             // the current backward pass starts reductions
+    bool in_pass_ = false;                   // a backward pass has reported gradients and not finished
+    std::size_t ready_from_ = 0;             // gradients [ready_from_, end) are final in this pass
     std::mutex mutex_;                       // guards comm_, requests_, done_, launched_, first_pending_
     std::condition_variable wake_;           // wakes the progress thread
     std::thread progress_;                   // progress thread (overlap with more than one rank and bucket)

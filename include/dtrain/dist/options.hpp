@@ -26,8 +26,8 @@ inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::ui
 ///
 /// | field | default | used by | meaning |
 /// |---|---|---|---|
-/// | bucket_bytes | 1 MiB | synchronous | gradients are reduced in buckets of about this many bytes, built from whole layers, last layer first (0 = one bucket per layer); 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
-/// | overlap | true | synchronous | start a bucket's reduction during backward as soon as its gradients are final |
+/// | bucket_bytes | 1 MiB | synchronous | gradients are reduced in buckets of about this many bytes, last layer first; a layer larger than this is split into pieces (see make_buckets()); 0 = one bucket per whole layer. 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
+/// | overlap | true | synchronous | start a bucket's reduction during backward as soon as its gradients are final (with bucket_bytes > 0, Dense layers larger than a quarter bucket report their gradient in parts, so pieces of even the first layer start before its backward ends); step() then applies the optimizer bucket by bucket while the next reduction is in flight (optimizers with the range form) |
 /// | accumulation_steps | 1 | all | backward passes per step; gradients accumulate locally with no communication in between |
 /// | state_sync | Broadcast | synchronous | how BatchNorm running statistics are kept consistent |
 /// | root | 0 | all | rank whose initial parameters and optimizer state everyone starts from |

@@ -10,6 +10,19 @@
 
 namespace dtrain {
 
+/// Where a layer reports, during its backward(), parts of its parameter-gradient slice that are already
+/// final: fn(context, begin, end) for the values [begin, end) of the slice, in pieces of about `chunk`
+/// values. Model::backward() sets it on each layer before calling the layer's backward() (see
+/// Model::set_partial_grad_hook()); an empty one (fn null) asks for no reports.
+struct GradProgress {
+    /// Receiver of the reports; null for none.
+    void (*fn)(void* context, std::size_t begin, std::size_t end) = nullptr;
+    /// First argument of fn.
+    void* context = nullptr;
+    /// Requested report granularity in values (0: none).
+    std::size_t chunk = 0;
+};
+
 /// Base class of every layer. A layer computes a batch-first forward pass and its backward pass; it owns
 /// no parameter memory. The Model allocates one flat parameter buffer, one flat gradient buffer and one
 /// flat state buffer (non-trainable, e.g. BatchNorm running statistics) and hands each layer its slice
@@ -18,7 +31,10 @@ namespace dtrain {
 /// To write a layer: report num_params()/num_state(), validate shapes in output_shape() (throw
 /// dtrain::Error naming the layer and the shapes), create views in bind(), fill parameters in
 /// init_params(), implement forward() and backward() without allocating once shapes are steady, and
-/// clone() (a clone is unbound; the Model binds it).
+/// clone() (a clone is unbound; the Model binds it). A layer whose parameter gradient is large and can be
+/// computed in parts (Dense) may, when grad_chunk() is not 0, compute it in parts of about grad_chunk()
+/// values, from the END of its slice to its start, and call report_grads_ready() after each, so that a
+/// distributed optimizer can start reducing them before the layer's backward() returns.
 template <class T>
 class Layer {
 public:
@@ -62,6 +78,20 @@ public:
 
     /// True for layers whose forward needs no gradient state (used by summaries only).
     virtual bool trainable() const { return num_params() > 0; }
+
+    /// Sets where backward() reports final parts of the gradient slice (called by Model::backward()).
+    void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
+
+protected:
+    /// Requested granularity of partial gradient reports in values; 0 when nobody listens.
+    std::size_t grad_chunk() const noexcept { return progress_.fn != nullptr ? progress_.chunk : 0; }
+    /// Reports that values [begin, end) of this layer's gradient slice are final for this backward().
+    void report_grads_ready(std::size_t begin, std::size_t end) const {
+        if (progress_.fn != nullptr) progress_.fn(progress_.context, begin, end);
+    }
+
+private:
+    GradProgress progress_;
 };
 
 namespace detail {

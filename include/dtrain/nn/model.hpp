@@ -44,6 +44,9 @@ class Model {
 public:
     /// Hook called during backward() with the index of a layer once its gradient slice is final.
     using GradReadyHook = std::function<void(std::size_t layer)>;
+    /// Hook called during a layer's backward() with values [begin, end) of its gradient slice (relative to
+    /// parameter_ranges()[layer]) that are already final.
+    using PartialGradHook = std::function<void(std::size_t layer, std::size_t begin, std::size_t end)>;
 
     /// An empty model taking samples of shape `input_shape`; parameters are initialised from `seed`.
     explicit Model(Shape input_shape, std::uint64_t seed = 0)
@@ -113,6 +116,7 @@ public:
         rng_ = other.rng_;
         training_ = other.training_;
         hook_ = nullptr;
+        partial_hook_ = nullptr;
         input_ = nullptr;
         rebind();
         return *this;
@@ -165,7 +169,8 @@ public:
 
     /// Back-propagates `grad_output` (dLoss/doutput of the last forward()), ADDING parameter gradients
     /// into gradients(). Layers run last to first; after layer i is done the grad-ready hook, if set, is
-    /// called with i. Returns dLoss/dinput only if `need_input_grad`, otherwise an empty tensor.
+    /// called with i (before that, layers that compute their gradient in parts call the partial-gradient
+    /// hook, if set, with each finished part). Returns dLoss/dinput only if `need_input_grad`, otherwise an empty tensor.
     const Tensor<T>& backward(const Tensor<T>& grad_output, bool need_input_grad = false) {
         DTRAIN_CHECK(input_ != nullptr, "Model::backward: call forward() first");
         DTRAIN_CHECK(grad_output.shape() == acts_.back().shape(), "Model::backward: gradient of shape ",
@@ -175,6 +180,12 @@ public:
         for (std::size_t i = layers_.size(); i-- > 0;) {
             const Tensor<T>& in = i == 0 ? *input_ : acts_[i];
             const bool need = i > 0 || need_input_grad;
+            if (partial_hook_) {
+                backward_layer_ = i;
+                layers_[i]->set_grad_progress(GradProgress{&Model::partial_trampoline, this, partial_chunk_});
+            } else {
+                layers_[i]->set_grad_progress(GradProgress{});
+            }
             layers_[i]->backward(in, acts_[i + 1], *g, dacts_[i], need);
             if (hook_) hook_(i);
             g = &dacts_[i];
@@ -229,6 +240,17 @@ public:
     /// Installs (or clears, with nullptr) the hook backward() calls as each layer's gradients are final.
     void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
 
+    /// Installs (or clears, with nullptr) the hook that layers able to compute their parameter gradient in
+    /// parts (Dense) call during their backward() with each finished part, of about `chunk_values` values,
+    /// from the end of the layer's slice to its start; the grad-ready hook still follows every layer.
+    /// Layers whose slice is not larger than chunk_values compute it whole. Requires chunk_values > 0 with
+    /// a hook. Not copied or moved with the model.
+    void set_partial_grad_hook(PartialGradHook hook, std::size_t chunk_values) {
+        DTRAIN_CHECK(!hook || chunk_values > 0, "Model::set_partial_grad_hook: chunk_values must be > 0");
+        partial_hook_ = std::move(hook);
+        partial_chunk_ = partial_hook_ ? chunk_values : 0;
+    }
+
     /// The generator used to initialise layers (also usable for seeded dropout masks).
     Rng& rng() { return rng_; }
 
@@ -279,6 +301,15 @@ private:
     Rng rng_;
     bool training_ = true;
     GradReadyHook hook_;
+    PartialGradHook partial_hook_;
+    std::size_t partial_chunk_ = 0;
+    std::size_t backward_layer_ = 0;  // the layer whose backward() is running (for partial reports)
+
+    // GradProgress::fn of the layers: forwards a report of the running layer to the partial-gradient hook.
+    static void partial_trampoline(void* self, std::size_t begin, std::size_t end) {
+        auto* m = static_cast<Model*>(self);
+        m->partial_hook_(m->backward_layer_, begin, end);
+    }
 };
 
 }  // namespace dtrain

@@ -50,5 +50,7 @@ public:
 
 static_assert(is_optimizer_v<Adam<float>>, "Adam<float> must model the Optimizer concept");
 static_assert(is_optimizer_v<Adam<double>>, "Adam<double> must model the Optimizer concept");
+static_assert(has_step_range_v<Adam<float>>,
+              "Adam<float> must provide the range form of the Optimizer concept");
 
 }  // namespace dtrain

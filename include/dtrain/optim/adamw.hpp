@@ -50,5 +50,7 @@ public:
 
 static_assert(is_optimizer_v<AdamW<float>>, "AdamW<float> must model the Optimizer concept");
 static_assert(is_optimizer_v<AdamW<double>>, "AdamW<double> must model the Optimizer concept");
+static_assert(has_step_range_v<AdamW<float>>,
+              "AdamW<float> must provide the range form of the Optimizer concept");
 
 }  // namespace dtrain

@@ -23,6 +23,17 @@ namespace dtrain {
 /// | `void set_learning_rate(double)` | sets the base learning rate |
 ///
 /// DistOptimizer wraps any model of this concept, including a user's own; is_optimizer_v checks it.
+///
+/// The optional RANGE FORM, for element-wise optimizers (each value's update depends only on that value,
+/// its gradient, its state and the step count; SGD, Adam and AdamW provide it; has_step_range_v checks it):
+///
+/// | member | meaning |
+/// |---|---|
+/// | `void step_range(Span<T> params, Span<const T> grads, std::size_t offset)` | the update of step() for the values [offset, offset + params.size()) of the full buffer only (params and grads are those values, the state is the same range of every slot), without counting the step |
+/// | `void finish_step()` | counts the step: step_range() over ranges that cover every value once, then finish_step(), must give bitwise the result of one step() |
+///
+/// With it, the synchronous DistOptimizer updates each gradient bucket as soon as its reduction is
+/// complete, while the next bucket's reduction is still in flight.
 template <class Opt, class = void>
 struct is_optimizer : std::false_type {};
 
@@ -44,5 +55,21 @@ struct is_optimizer<
 /// True when Opt models the Optimizer concept.
 template <class Opt>
 inline constexpr bool is_optimizer_v = is_optimizer<Opt>::value;
+
+/// Detects the range form of the Optimizer concept (step_range() and finish_step()).
+template <class Opt, class = void>
+struct has_step_range : std::false_type {};
+
+/// Specialisation that detects step_range() and finish_step().
+template <class Opt>
+struct has_step_range<Opt,
+                      std::void_t<decltype(std::declval<Opt&>().step_range(
+                                      std::declval<Span<typename Opt::value_type>>(),
+                                      std::declval<Span<const typename Opt::value_type>>(), std::size_t{})),
+                                  decltype(std::declval<Opt&>().finish_step())>> : std::true_type {};
+
+/// True when Opt provides the range form of the Optimizer concept.
+template <class Opt>
+inline constexpr bool has_step_range_v = has_step_range<Opt>::value;
 
 }  // namespace dtrain

@@ -148,9 +148,22 @@ public:
     /// given to reset(); the first call without reset() sizes the state from params.
     void step(Span<T> params, Span<const T> grads) {
         const T lr = T(this->begin_step(params, grads));
-        const std::size_t n = params.size();
-        T* p = params.data();
-        const T* g = grads.data();
+        update(params.data(), grads.data(), 0, params.size(), lr);
+        this->end_step();
+    }
+
+    /// The update of step() restricted to the values [offset, offset + params.size()) of the full buffer
+    /// (`params` and `grads` are those values; the state used is the same range of every slot), without
+    /// counting the step: step_range() calls that cover every value once, then finish_step(), give
+    /// bitwise the result of one step(). Requires reset() first; throws when the range is outside it.
+    void step_range(Span<T> params, Span<const T> grads, std::size_t offset) {
+        const T lr = T(this->begin_range(params, grads, offset));
+        update(params.data(), grads.data(), offset, params.size(), lr);
+    }
+
+private:
+    // The fused update of n values p[0..n) whose state is at [offset, offset + n) of the slots.
+    void update(T* p, const T* g, std::size_t offset, std::size_t n, T lr) {
         const T wd = T(options_.weight_decay());
         const T mom = T(options_.momentum());
         const T omd = T(1.0 - options_.dampening());
@@ -162,34 +175,34 @@ public:
             else
                 detail::sgd_kernel<false, false, false, false>(p, g, static_cast<T*>(nullptr), n, lr, wd, mom,
                                                                omd);
-        } else {
-            T* buf = this->slot(0);
-            const bool first = this->steps() == 0;
-            const bool nest = options_.nesterov();
-            if (decay) {
-                if (first)
-                    nest ? detail::sgd_kernel<true, true, true, true>(p, g, buf, n, lr, wd, mom, omd)
-                         : detail::sgd_kernel<true, true, true, false>(p, g, buf, n, lr, wd, mom, omd);
-                else
-                    nest ? detail::sgd_kernel<true, true, false, true>(p, g, buf, n, lr, wd, mom, omd)
-                         : detail::sgd_kernel<true, true, false, false>(p, g, buf, n, lr, wd, mom, omd);
-            } else {
-                if (first)
-                    nest ? detail::sgd_kernel<false, true, true, true>(p, g, buf, n, lr, wd, mom, omd)
-                         : detail::sgd_kernel<false, true, true, false>(p, g, buf, n, lr, wd, mom, omd);
-                else
-                    nest ? detail::sgd_kernel<false, true, false, true>(p, g, buf, n, lr, wd, mom, omd)
-                         : detail::sgd_kernel<false, true, false, false>(p, g, buf, n, lr, wd, mom, omd);
-            }
+            return;
         }
-        this->end_step();
+        T* buf = this->slot(0) + offset;
+        const bool first = this->steps() == 0;
+        const bool nest = options_.nesterov();
+        if (decay) {
+            if (first)
+                nest ? detail::sgd_kernel<true, true, true, true>(p, g, buf, n, lr, wd, mom, omd)
+                     : detail::sgd_kernel<true, true, true, false>(p, g, buf, n, lr, wd, mom, omd);
+            else
+                nest ? detail::sgd_kernel<true, true, false, true>(p, g, buf, n, lr, wd, mom, omd)
+                     : detail::sgd_kernel<true, true, false, false>(p, g, buf, n, lr, wd, mom, omd);
+        } else {
+            if (first)
+                nest ? detail::sgd_kernel<false, true, true, true>(p, g, buf, n, lr, wd, mom, omd)
+                     : detail::sgd_kernel<false, true, true, false>(p, g, buf, n, lr, wd, mom, omd);
+            else
+                nest ? detail::sgd_kernel<false, true, false, true>(p, g, buf, n, lr, wd, mom, omd)
+                     : detail::sgd_kernel<false, true, false, false>(p, g, buf, n, lr, wd, mom, omd);
+        }
     }
 
-private:
     SGDOptions options_;
 };
 
 static_assert(is_optimizer_v<SGD<float>>, "SGD<float> must model the Optimizer concept");
 static_assert(is_optimizer_v<SGD<double>>, "SGD<double> must model the Optimizer concept");
+static_assert(has_step_range_v<SGD<float>>,
+              "SGD<float> must provide the range form of the Optimizer concept");
 
 }  // namespace dtrain

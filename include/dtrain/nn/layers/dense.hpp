@@ -64,12 +64,26 @@ public:
                   bool need_grad_in) override {
         const std::size_t n = in.shape()[0];
         const T* g = grad_out.data();
-        // dW += g^T * in ; db += column sums of g
-        detail::gemm(true, false, out_, in_, n, T(1), g, out_, in.data(), in_, T(1), dw_, in_);
+        // db += column sums of g ; dW += g^T * in (the bias follows the weights in the slice)
         for (std::size_t r = 0; r < n; ++r) {
             const T* gr = g + r * out_;
             for (std::size_t j = 0; j < out_; ++j)
                 db_[j] += gr[j];
+        }
+        const std::size_t chunk = this->grad_chunk();
+        if (chunk > 0 && num_params() > chunk) {
+            // In parts of `rows` output rows, last rows first, each reported final as soon as computed.
+            this->report_grads_ready(out_ * in_, out_ * in_ + out_);
+            const std::size_t rows = std::max<std::size_t>(1, chunk / in_);
+            for (std::size_t hi = out_; hi > 0;) {
+                const std::size_t lo = hi > rows ? hi - rows : 0;
+                detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in.data(), in_, T(1),
+                             dw_ + lo * in_, in_);
+                this->report_grads_ready(lo * in_, hi * in_);
+                hi = lo;
+            }
+        } else {
+            detail::gemm(true, false, out_, in_, n, T(1), g, out_, in.data(), in_, T(1), dw_, in_);
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());

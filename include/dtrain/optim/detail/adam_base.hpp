@@ -140,33 +140,17 @@ public:
     /// without reset() sizes the state from params.
     void step(Span<T> params, Span<const T> grads) {
         const double lr = this->begin_step(params, grads);
-        const std::size_t n = params.size();
-        const double b1 = options_.beta1(), b2 = options_.beta2(), wd = options_.weight_decay();
-        const double t = double(this->steps() + 1);
-        const double bc1 = 1.0 - std::pow(b1, t);
-        const double bc2 = 1.0 - std::pow(b2, t);
-        const T step_size = T(lr / bc1);
-        const T sqrt_bc2 = T(std::sqrt(bc2));
-        const T eps = T(options_.eps());
-        T* m = this->slot(0);
-        T* v = this->slot(1);
-        const bool decay = wd != 0.0;
-        if constexpr (Decoupled) {
-            if (decay)
-                adam_kernel<false, true>(params.data(), grads.data(), m, v, n, T(0), T(1.0 - lr * wd),
-                                         T(1.0 - b1), T(b2), T(1.0 - b2), step_size, sqrt_bc2, eps);
-            else
-                adam_kernel<false, false>(params.data(), grads.data(), m, v, n, T(0), T(1), T(1.0 - b1),
-                                          T(b2), T(1.0 - b2), step_size, sqrt_bc2, eps);
-        } else {
-            if (decay)
-                adam_kernel<true, false>(params.data(), grads.data(), m, v, n, T(wd), T(1), T(1.0 - b1),
-                                         T(b2), T(1.0 - b2), step_size, sqrt_bc2, eps);
-            else
-                adam_kernel<false, false>(params.data(), grads.data(), m, v, n, T(0), T(1), T(1.0 - b1),
-                                          T(b2), T(1.0 - b2), step_size, sqrt_bc2, eps);
-        }
+        update(params.data(), grads.data(), 0, params.size(), lr);
         this->end_step();
+    }
+
+    /// The update of step() restricted to the values [offset, offset + params.size()) of the full buffer
+    /// (`params` and `grads` are those values; the moments used are the same range of both slots),
+    /// without counting the step: step_range() calls that cover every value once, then finish_step(), give
+    /// bitwise the result of one step(). Requires reset() first; throws when the range is outside it.
+    void step_range(Span<T> params, Span<const T> grads, std::size_t offset) {
+        const double lr = this->begin_range(params, grads, offset);
+        update(params.data(), grads.data(), offset, params.size(), lr);
     }
 
 protected:
@@ -179,6 +163,35 @@ protected:
     }
 
 private:
+    // The fused update of n values p[0..n) whose moments are at [offset, offset + n) of the slots.
+    void update(T* p, const T* g, std::size_t offset, std::size_t n, double lr) {
+        const double b1 = options_.beta1(), b2 = options_.beta2(), wd = options_.weight_decay();
+        const double t = double(this->steps() + 1);
+        const double bc1 = 1.0 - std::pow(b1, t);
+        const double bc2 = 1.0 - std::pow(b2, t);
+        const T step_size = T(lr / bc1);
+        const T sqrt_bc2 = T(std::sqrt(bc2));
+        const T eps = T(options_.eps());
+        T* m = this->slot(0) + offset;
+        T* v = this->slot(1) + offset;
+        const bool decay = wd != 0.0;
+        if constexpr (Decoupled) {
+            if (decay)
+                adam_kernel<false, true>(p, g, m, v, n, T(0), T(1.0 - lr * wd), T(1.0 - b1), T(b2),
+                                         T(1.0 - b2), step_size, sqrt_bc2, eps);
+            else
+                adam_kernel<false, false>(p, g, m, v, n, T(0), T(1), T(1.0 - b1), T(b2), T(1.0 - b2),
+                                          step_size, sqrt_bc2, eps);
+        } else {
+            if (decay)
+                adam_kernel<true, false>(p, g, m, v, n, T(wd), T(1), T(1.0 - b1), T(b2), T(1.0 - b2),
+                                         step_size, sqrt_bc2, eps);
+            else
+                adam_kernel<false, false>(p, g, m, v, n, T(0), T(1), T(1.0 - b1), T(b2), T(1.0 - b2),
+                                          step_size, sqrt_bc2, eps);
+        }
+    }
+
     Options options_;
 };
 

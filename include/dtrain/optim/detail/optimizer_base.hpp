@@ -25,7 +25,8 @@ inline void check_unit_interval(const char* who, const char* what, double v) {
 
 /// What every dtrain optimizer shares: the flat state buffer (`slots` slots of n values), the step count,
 /// the base learning rate and the schedule. Derived optimizers implement step() on top of begin_step()
-/// and end_step(). Not part of the public API; use the optimizers (SGD, Adam, AdamW).
+/// and end_step(), and the range form of the Optimizer concept (step_range() + finish_step()) on top of
+/// begin_range() and finish_step(). Not part of the public API; use the optimizers (SGD, Adam, AdamW).
 ///
 /// @tparam T float or double.
 template <class T>
@@ -76,6 +77,9 @@ public:
     /// Replaces the schedule; it takes effect from the next step() (it reads the current steps()).
     void set_schedule(Schedule s) { schedule_ = std::move(s); }
 
+    /// Ends a step made of step_range() calls: counts it, exactly as the end of step() does.
+    void finish_step() noexcept { ++steps_; }
+
     /// The optimizer's name as used in error messages ("SGD", "Adam", ...).
     const char* name() const noexcept { return name_; }
 
@@ -103,6 +107,22 @@ protected:
         const double lr = learning_rate();
         DTRAIN_CHECK(std::isfinite(lr) && lr >= 0.0, name_, "::step: the schedule gives learning rate ", lr,
                      " at step ", steps_, " (base ", base_lr_, "); it must be finite and >= 0");
+        return lr;
+    }
+
+    /// Checks a range update (step_range()) and returns the learning rate of the current step: the state
+    /// must be sized (reset() or a first step()), params and grads must have the same size, and
+    /// [offset, offset + params.size()) must lie within the size given to reset(). Throws dtrain::Error
+    /// naming the optimizer and the sizes otherwise, or when the schedule yields a bad rate.
+    double begin_range(Span<T> params, Span<const T> grads, std::size_t offset) const {
+        DTRAIN_CHECK(ready_, name_, "::step_range: call reset(n) (or a first step()) before updating ranges");
+        DTRAIN_CHECK(params.size() == grads.size(), name_, "::step_range: params have ", params.size(),
+                     " values but grads have ", grads.size());
+        DTRAIN_CHECK(offset <= n_ && params.size() <= n_ - offset, name_, "::step_range: the range [", offset,
+                     ", ", offset + params.size(), ") is outside the ", n_, " values given to reset()");
+        const double lr = learning_rate();
+        DTRAIN_CHECK(std::isfinite(lr) && lr >= 0.0, name_, "::step_range: the schedule gives learning rate ",
+                     lr, " at step ", steps_, " (base ", base_lr_, "); it must be finite and >= 0");
         return lr;
     }
 
