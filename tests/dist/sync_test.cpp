@@ -3,6 +3,7 @@
 // ranks, layout and option mismatches, accumulation misuse, model-state synchronisation and metrics.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -206,6 +207,32 @@ TEST_CASE(
         CHECK(bitwise_equal_across_ranks(c));
         CHECK(dtrain::test::max_rel_diff(c, a) > 1e-3);  // Adam did something different from SGD
     }
+}
+
+TEST_CASE("DistOptimizer with the progress thread forced on and off gives the same result", "[dist][sync]") {
+    // On a node with fewer than two CPUs per rank (CI machines) the progress thread is off by default;
+    // DTRAIN_PROGRESS_THREAD=1 forces it, so its code path is tested everywhere.
+    const auto o = make_options(256, true, 1);
+    ::setenv("DTRAIN_PROGRESS_THREAD", "1", 1);
+    const auto with = train_dist<dtrain::Ring>(make_mlp, o);
+    const auto with_collective = train_dist<dtrain::Collective>(make_cnn, make_options(0, true, 1));
+    ::setenv("DTRAIN_PROGRESS_THREAD", "0", 1);
+    const auto without = train_dist<dtrain::Ring>(make_mlp, o);
+    const auto without_collective = train_dist<dtrain::Collective>(make_cnn, make_options(0, true, 1));
+    ::unsetenv("DTRAIN_PROGRESS_THREAD");
+    CHECK(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)) == 0);
+    CHECK(dtrain::test::max_rel_diff(with_collective, without_collective) <= 1e-6);
+    CHECK(bitwise_equal_across_ranks(with));
+    ::setenv("DTRAIN_PROGRESS_THREAD", "yes", 1);
+    std::string msg;
+    try {
+        train_dist<dtrain::Ring>(make_mlp, o);
+    } catch (const dtrain::Error& e) {
+        msg = e.what();
+    }
+    ::unsetenv("DTRAIN_PROGRESS_THREAD");
+    if (dtrain::test::world_size() > 1)
+        CHECK(msg.find("DTRAIN_PROGRESS_THREAD must be 0, 1 or auto, got 'yes'") != std::string::npos);
 }
 
 TEST_CASE("DistOptimizer builds buckets from whole layers and broadcasts the optimizer state",

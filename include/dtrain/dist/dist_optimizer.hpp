@@ -17,6 +17,9 @@
 #include <vector>
 
 #include <mpi.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/core/error.hpp>
@@ -65,14 +68,42 @@ inline double allreduce_double(double x, MPI_Comm comm) {
 /// Interval between two test() calls of DistOptimizer's progress thread.
 inline constexpr int progress_poll_us = 20;
 
-/// True unless the environment variable DTRAIN_PROGRESS_THREAD is "0", and MPI provides
-/// MPI_THREAD_MULTIPLE (the progress thread calls MPI while the main thread may, too).
-inline bool progress_thread_enabled() {
+/// Number of CPUs this process may run on (its affinity mask on Linux, else the hardware's count; >= 1).
+inline int available_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+    return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+/// Whether DistOptimizer starts its progress thread, from the environment variable DTRAIN_PROGRESS_THREAD:
+/// "1" = yes, "0" = no, unset or "auto" = only when this process may use at least two CPUs per rank on its
+/// node (`local_ranks` = ranks sharing the node), so the thread has a CPU of its own instead of taking
+/// time from the computation it should overlap with. Always no unless MPI provides MPI_THREAD_MULTIPLE
+/// (the thread calls MPI while the main thread may, too). Throws dtrain::Error on another value.
+inline bool progress_thread_enabled(int local_ranks) {
     const char* env = std::getenv("DTRAIN_PROGRESS_THREAD");
-    if (env != nullptr && std::string(env) == "0") return false;
+    const std::string mode = env != nullptr ? env : "auto";
+    DTRAIN_CHECK(mode == "0" || mode == "1" || mode == "auto",
+                 "DistOptimizer: DTRAIN_PROGRESS_THREAD must be 0, 1 or auto, got '", mode, "'");
     int provided = MPI_THREAD_SINGLE;
     DTRAIN_MPI_CHECK(MPI_Query_thread(&provided));
-    return provided == MPI_THREAD_MULTIPLE;
+    if (provided != MPI_THREAD_MULTIPLE || mode == "0") return false;
+    return mode == "1" || available_cpus() >= 2 * local_ranks;
+}
+
+/// Number of ranks of `comm` on this rank's node (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED).
+/// Collective.
+inline int node_local_size(MPI_Comm comm) {
+    MPI_Comm local = MPI_COMM_NULL;
+    DTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int n = 1;
+    const int rc = MPI_Comm_size(local, &n);
+    MPI_Comm_free(&local);
+    DTRAIN_MPI_CHECK(rc);
+    return n;
 }
 
 }  // namespace detail
@@ -108,9 +139,10 @@ inline bool progress_thread_enabled() {
 /// (nothing left to overlap with) are left to step(). Outstanding
 /// reductions are advanced by test() at every later hook call and, because MPI libraries such as MPICH only
 /// move data inside MPI calls, by a progress thread that test()s them every few microseconds while the main
-/// thread computes (started when there is more than one rank and bucket, MPI provides MPI_THREAD_MULTIPLE
-/// and the environment variable DTRAIN_PROGRESS_THREAD is not "0"; it sleeps while nothing is
-/// outstanding). When `Opt` has the range form of the Optimizer concept (has_step_range_v: SGD, Adam,
+/// thread computes (started when there is more than one rank and bucket, MPI provides MPI_THREAD_MULTIPLE,
+/// and either the node has at least two CPUs per rank or DTRAIN_PROGRESS_THREAD=1; DTRAIN_PROGRESS_THREAD=0
+/// never starts it, see detail::progress_thread_enabled(); it sleeps while nothing is outstanding; on a
+/// node with one CPU per rank it would only take time from the computation it should overlap with). When `Opt` has the range form of the Optimizer concept (has_step_range_v: SGD, Adam,
 /// AdamW), step() then also overlaps the optimizer with communication: bucket by bucket, it waits for the
 /// bucket's reduction, starts the next bucket's if backward() did not, and updates the bucket's parameters
 /// with Opt::step_range() while that next reduction is in flight (make_buckets() splits layers larger than
@@ -178,9 +210,13 @@ public:
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         need_scale_ = denom != 1.0;
-        if (options_.overlap && comm_.size() > 1) prewarm();
+        const bool overlapping = options_.overlap && comm_.size() > 1;
+        const bool progress = overlapping && buckets_.size() > 1 &&
+                              detail::progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
+        if (overlapping) prewarm();
+        // Nothing below throws before the hooks are in place, except starting the thread (undone then).
         model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
-        if (options_.overlap && comm_.size() > 1 && options_.bucket_bytes > 0) {
+        if (overlapping && options_.bucket_bytes > 0) {
             // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a
             // split layer) can start its reduction before the layer's backward() has finished.
             const std::size_t chunk =
@@ -189,8 +225,15 @@ public:
                                                 std::size_t end) { on_partial_grad(layer, begin, end); },
                                          chunk);
         }
-        if (options_.overlap && comm_.size() > 1 && buckets_.size() > 1 && detail::progress_thread_enabled())
-            progress_ = std::thread([this] { progress_loop(); });
+        if (progress) {
+            try {
+                progress_ = std::thread([this] { progress_loop(); });
+            } catch (...) {
+                model_.set_grad_ready_hook(nullptr);
+                model_.set_partial_grad_hook(nullptr, 0);
+                throw;
+            }
+        }
     }
 
     DistOptimizer(const DistOptimizer&) = delete;
