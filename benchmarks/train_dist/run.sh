@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # Runs the DistOptimizer throughput matrix in interleaved rounds (1 rank, then 2 ranks, per model and round)
-# so both process counts see the same machine noise, then the one-rank overhead measurement, and prints the
-# summary (summarize.py). Raw lines go to $OUT (default train_dist_raw.txt).
+# so both process counts see the same machine noise, and prints the summary (summarize.py). Raw lines go to
+# $OUT (default train_dist_raw.txt). The one-rank overhead has its own script, overhead.sh.
 #
 # Usage: benchmarks/train_dist/run.sh <build-dir> [rounds=5]
+# Environment: BUCKET_BYTES (default: DistOptions' default, 1 MiB; 0 = one bucket per layer),
+#              POLICIES (default collective,ring,naive), OVERLAP (default 0,1), MPIEXEC (default mpiexec.mpich)
 set -euo pipefail
+if [ $# -lt 1 ] || [ ! -x "$1/benchmarks/train_dist/bench_train_dist" ]; then
+    echo "usage: $0 <build-dir with benchmarks/train_dist/bench_train_dist> [rounds=5]" >&2
+    exit 2
+fi
 BIN="$1/benchmarks/train_dist/bench_train_dist"
 ROUNDS="${2:-5}"
 OUT="${OUT:-train_dist_raw.txt}"
 export OPENBLAS_NUM_THREADS=1
 MPIEXEC="${MPIEXEC:-mpiexec.mpich}"
+ARGS=(--policies "${POLICIES:-collective,ring,naive}" --overlap "${OVERLAP:-0,1}")
+if [ -n "${BUCKET_BYTES:-}" ]; then ARGS+=(--bucket-bytes "$BUCKET_BYTES"); fi
 : > "$OUT"
 for round in $(seq "$ROUNDS"); do
     for model in mlp cnn; do
         if [ "$model" = cnn ]; then steps=15; else steps=40; fi
         for np in 1 2; do
-            "$MPIEXEC" -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 --bucket-bytes 0 \
+            "$MPIEXEC" -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 "${ARGS[@]}" \
                 | sed "s/^/round=$round /" | tee -a "$OUT"
         done
     done
-    "$MPIEXEC" -n 1 "$BIN" --model mlp --overhead --steps 10 --reps 21 | sed "s/^/round=$round /" | tee -a "$OUT"
 done
-python3 "$(dirname "$0")/summarize.py" "$OUT"
+/usr/bin/python3 "$(dirname "$0")/summarize.py" "$OUT"

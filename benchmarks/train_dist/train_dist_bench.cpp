@@ -2,16 +2,29 @@
 // (zero_grad, forward, loss, backward, DistOptimizer::step) summed over all ranks, for the SINGA CNN and
 // the 784-512-256-10 MLP at a fixed batch per rank, for each communicator policy with and without overlap.
 // With --overhead (one rank), it also times the bare local optimizer against DistOptimizer in alternating
-// repetitions of the same program and prints the median ratio.
+// pairs of repetitions of the same program and prints the (placement-balanced) median time ratio with a
+// bootstrap confidence interval; --overhead-count runs both loops once in functions of their own for
+// callgrind (overhead.sh).
 //
 // Usage: OPENBLAS_NUM_THREADS=1 mpiexec.mpich -n P bench_train_dist [--model cnn|mlp]
 //            [--policies collective,ring,naive] [--overlap 0,1] [--bucket-bytes B] [--steps N] [--reps R]
-//            [--batch B] [--overhead] [--compare] [--funneled] [--timeline trace.json]
+//            [--batch B] [--overhead [--control] [--rounds K]] [--overhead-count [--warmup W]]
+//            [--compare] [--funneled] [--timeline trace.json]
 // Prints, per configuration, one line
 //   result <model> <policy> overlap=<0|1> ranks=<P> bucket_bytes=<B> buckets=<n> median=<samples/s> min=<>
 //          max=<> backward_ms=<mean ms in zero_grad+forward+backward> step_ms=<mean ms in step()>
-// and with --overhead
-//   overhead <model> bare_median=<> dist_median=<> ratio_median=<dist time / bare time> ratios=<...>
+// and with --overhead (--reps = number of pairs, --steps = steps per timed half, --rounds = rounds with
+// fresh models, the roles of the two model slots swapped every round; default reps/20 within 2..20)
+//   overhead <model> pairs=<> rounds=<> steps_per_half=<> ratio_balanced=<dist time / bare time, placement-
+//            balanced> ci95_lo=<> ci95_hi=<> target_1pct=<shown|missed|inconclusive> ratio_median=<median
+//            of all per-pair ratios> ratio_median_dist_slot0=<> ratio_median_dist_slot1=<>
+//            bare_ms_per_step=<mean> dist_ms_per_step=<mean> ratio_of_means=<> pairs_dist_slower=<>
+//            bare_median=<samples/s> dist_median=<samples/s> params_identical=<0|1>
+//   overhead_rounds <model> slot<0|1>:<median ratio of the round> ...
+//   overhead_ratios <model> <per-pair ratios, comma-separated>
+// (with --overhead --control: the same lines starting with overhead_control, for a second bare loop)
+// and with --overhead-count (--steps per loop after --warmup W steps of each, default 3)
+//   overhead_count <model> steps=<> warmup=<> bare_ms=<> dist_ms=<> params_identical=<0|1>
 // and with --compare (any number of ranks; bare local steps, DistOptimizer without and with overlap in
 // alternating repetitions of the same program)
 //   compare <model> <policy> ranks=<P> eff_no_overlap=<bare time / dist time> eff_overlap=<>
@@ -20,12 +33,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -153,44 +170,255 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::DistO
     }
 }
 
-/// One rank: alternating repetitions of the bare optimizer and of DistOptimizer<Collective> (default
-/// options) on identical models and data; prints the median of per-pair time ratios dist / bare.
-void bench_overhead(const Setup& s, int reps) {
-    dtrain::Model<float> bare_model = make_model(s.model);
-    dtrain::SGD<float> bare_opt = make_sgd(s.model);
-    Data bare_data = make_data(bare_model, s.batch, 0);
+/// One model with its own SGD, loss, gradient buffer and data (rank 0's batch): one side of an OverheadPair.
+struct Side {
+    dtrain::Model<float> model;
+    dtrain::SGD<float> opt;
+    Data data;
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
-    auto bare_step = [&] {
-        bare_model.zero_grad();
-        loss.compute(bare_model.forward(bare_data.x), bare_data.y, grad);
-        bare_model.backward(grad);
-        bare_opt.step(bare_model.parameters(), bare_model.gradients());
-    };
-    DistRun<dtrain::Collective> dist(s, dtrain::DistOptions{}, 0);
-    for (int i = 0; i < std::max(5, s.steps / 5); ++i) {
-        bare_step();
-        dist.step();
+
+    explicit Side(const Setup& s)
+        : model(make_model(s.model)), opt(make_sgd(s.model)), data(make_data(model, s.batch, 0)) {}
+    Side(const Side&) = delete;
+    Side& operator=(const Side&) = delete;
+
+    /// One bare training step: model.zero_grad, forward, loss, backward, SGD::step.
+    void bare_step() {
+        model.zero_grad();
+        loss.compute(model.forward(data.x), data.y, grad);
+        model.backward(grad);
+        opt.step(model.parameters(), model.gradients());
     }
-    std::vector<double> bare, with, ratios;
-    for (int r = 0; r < reps; ++r) {
-        // Alternate which one runs first, so cache and frequency effects of the order cancel.
-        double b = 0.0, d = 0.0;
-        if (r % 2 == 0) {
-            b = time_reps(bare_step, s, 1, 1)[0];
-            d = time_reps([&] { dist.step(); }, s, 1, 1)[0];
-        } else {
-            d = time_reps([&] { dist.step(); }, s, 1, 1)[0];
-            b = time_reps(bare_step, s, 1, 1)[0];
+};
+
+/// One rank: a bare local training loop (Side::bare_step) and the same loop through
+/// DistOptimizer<Collective, SGD<float>> with default options, each on its own but identical model,
+/// optimizer, loss and data, so both do bitwise the same arithmetic (checked by same_parameters()).
+/// Neither step does anything else (no clocks, no timeline scopes). The two sides are built one after the
+/// other (slot 0, then slot 1); `dist_slot` says which one DistOptimizer drives, so that a benchmark can
+/// swap the roles between rounds and cancel what the placement of a side in memory does to its speed. With
+/// `control` (A/A test of the harness) there is no DistOptimizer and the other side runs the bare loop too
+/// (control_step()). Must not be moved: the DistOptimizer holds a reference to its model.
+struct OverheadPair {
+    Side slot0, slot1;
+    Side& bare;   // the side trained by the bare loop
+    Side& other;  // the side trained through DistOptimizer (or, with control, by a second bare loop)
+    std::optional<dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>>> dist_opt;  // none if control
+
+    OverheadPair(const Setup& s, bool control, int dist_slot)
+        : slot0(s), slot1(s), bare(dist_slot == 0 ? slot1 : slot0), other(dist_slot == 0 ? slot0 : slot1) {
+        if (!control) dist_opt.emplace(other.model, make_sgd(s.model), dtrain::DistOptions{});
+    }
+    OverheadPair(const OverheadPair&) = delete;
+    OverheadPair& operator=(const OverheadPair&) = delete;
+
+    /// One training step with the bare local optimizer.
+    void bare_step() { bare.bare_step(); }
+    /// The same step through DistOptimizer (requires !control).
+    void dist_step() {
+        dist_opt->zero_grad();
+        other.loss.compute(other.model.forward(other.data.x), other.data.y, other.grad);
+        other.model.backward(other.grad);
+        dist_opt->step();
+    }
+    /// The bare step on the other side (requires control).
+    void control_step() { other.bare_step(); }
+    /// True if both models hold bitwise-identical parameters (after the same number of steps of each).
+    bool same_parameters() const {
+        const auto a = slot0.model.parameters(), b = slot1.model.parameters();
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    }
+};
+
+// Not inlined and not cloned, so that callgrind reports each loop as one function with a distinctive name
+// whose INCLUSIVE instruction count is exactly the cost of its `steps` training steps (overhead.sh).
+#if defined(__GNUC__) && !defined(__clang__)
+#define DTRAIN_BENCH_NOINLINE __attribute__((noinline, noipa))
+#else
+#define DTRAIN_BENCH_NOINLINE __attribute__((noinline))
+#endif
+
+/// `steps` bare training steps of `p` (the callgrind target of overhead.sh).
+DTRAIN_BENCH_NOINLINE void overhead_count_bare_loop(OverheadPair& p, int steps) {
+    for (int i = 0; i < steps; ++i)
+        p.bare_step();
+}
+
+/// `steps` DistOptimizer training steps of `p` (the callgrind target of overhead.sh).
+DTRAIN_BENCH_NOINLINE void overhead_count_dist_loop(OverheadPair& p, int steps) {
+    for (int i = 0; i < steps; ++i)
+        p.dist_step();
+}
+
+/// --overhead-count (one rank): `warmup` steps of each loop, then overhead_count_bare_loop and
+/// overhead_count_dist_loop with `steps` steps each, for an instruction count under callgrind (overhead.sh);
+/// prints the native wall time of both loops (meaningless under valgrind) and whether the two models ended
+/// bitwise identical.
+void bench_overhead_count(const Setup& s, int warmup) {
+    OverheadPair p(s, false, 1);
+    for (int i = 0; i < warmup; ++i) {
+        p.bare_step();
+        p.dist_step();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    overhead_count_bare_loop(p, s.steps);
+    const auto t1 = std::chrono::steady_clock::now();
+    overhead_count_dist_loop(p, s.steps);
+    const auto t2 = std::chrono::steady_clock::now();
+    std::printf("overhead_count %s steps=%d warmup=%d bare_ms=%.3f dist_ms=%.3f params_identical=%d\n",
+                s.model.c_str(), s.steps, warmup, 1e3 * std::chrono::duration<double>(t1 - t0).count(),
+                1e3 * std::chrono::duration<double>(t2 - t1).count(), int(p.same_parameters()));
+    std::fflush(stdout);
+}
+
+/// Seconds taken by `steps` calls of `step`.
+template <class Step>
+double time_steps(Step&& step, int steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+        step();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The per-pair time ratios of one round of bench_overhead, and which slot DistOptimizer drove.
+struct OverheadRound {
+    int dist_slot = 0;
+    std::vector<double> ratios;
+};
+
+/// Median of the per-pair ratios of all `rounds` together (1 if there are none); `pool` is scratch space.
+double pooled_median(const std::vector<const OverheadRound*>& rounds, std::vector<double>& pool) {
+    pool.clear();
+    for (const OverheadRound* r : rounds)
+        pool.insert(pool.end(), r->ratios.begin(), r->ratios.end());
+    return pool.empty() ? 1.0 : median(pool);
+}
+
+/// The placement-balanced ratio: geometric mean of the median per-pair ratio of the rounds with
+/// DistOptimizer in slot 0 and of those with it in slot 1 (a placement factor multiplies one median and
+/// divides the other, so it cancels); `pool` is scratch space.
+double balanced_ratio(const std::vector<const OverheadRound*>& slot0,
+                      const std::vector<const OverheadRound*>& slot1, std::vector<double>& pool) {
+    const double m0 = pooled_median(slot0, pool);
+    return std::sqrt(m0 * pooled_median(slot1, pool));
+}
+
+/// Two-stage percentile bootstrap confidence interval (`level`, e.g. 0.95) of balanced_ratio(): each of
+/// `resamples` resamples draws, within each slot group, as many rounds as the group has with replacement
+/// and, within each drawn round, as many pairs as it has with replacement (so both the pair-to-pair and
+/// the round-to-round variation are included; slightly conservative). dtrain::Rng(seed) makes it
+/// reproducible.
+std::pair<double, double> bootstrap_balanced_ci(const std::vector<OverheadRound>& rounds, double level,
+                                                int resamples, std::uint64_t seed) {
+    dtrain::Rng rng(seed);
+    std::vector<const OverheadRound*> group[2];
+    for (const auto& r : rounds)
+        group[r.dist_slot].push_back(&r);
+    std::vector<OverheadRound> drawn(rounds.size());
+    std::vector<const OverheadRound*> pick[2];
+    std::vector<double> stats(static_cast<std::size_t>(resamples)), pool;
+    for (auto& stat : stats) {
+        std::size_t k = 0;
+        for (int g = 0; g < 2; ++g) {
+            pick[g].clear();
+            for (std::size_t i = 0; i < group[g].size(); ++i, ++k) {
+                const OverheadRound& src = *group[g][rng.below(group[g].size())];
+                drawn[k].ratios.resize(src.ratios.size());
+                for (auto& v : drawn[k].ratios)
+                    v = src.ratios[rng.below(src.ratios.size())];
+                pick[g].push_back(&drawn[k]);
+            }
         }
-        bare.push_back(b);
-        with.push_back(d);
-        ratios.push_back(b / d);  // time(dist) / time(bare)
+        stat = balanced_ratio(pick[0], pick[1], pool);
     }
-    std::printf("overhead %s bare_median=%.1f dist_median=%.1f ratio_median=%.4f ratios=", s.model.c_str(),
-                median(bare), median(with), median(ratios));
-    for (double x : ratios)
-        std::printf("%.4f,", x);
+    std::sort(stats.begin(), stats.end());
+    const double tail = 0.5 * (1.0 - level) * double(resamples - 1);
+    return {stats[std::size_t(std::floor(tail))],
+            stats[std::size_t(std::ceil(double(resamples - 1) - tail))]};
+}
+
+/// --overhead (one rank): `pairs` pairs of timed halves of `s.steps` steps each, bare and DistOptimizer
+/// (which half runs first alternates every pair, so cache, frequency and slow load effects of the order
+/// cancel), spread over `rounds` rounds; every round builds a fresh OverheadPair with the roles of the two
+/// slots swapped from the round before and warms it up (so the speed a side gets from where it lies in
+/// memory, up to 1.2% for the CNN in a --control run, cancels too). Prints
+///  - the placement-balanced ratio dist / bare (balanced_ratio()) with its two-stage bootstrap 95%
+///    confidence interval, and whether the <= 1% target is shown (upper end <= 1.01), missed (lower end
+///    > 1.01) or neither;
+///  - the plain median of all per-pair ratios, the medians per slot, and the mean time per step of each;
+/// then the per-round medians and the per-pair ratios on two more lines. With `control` the other side
+/// runs a second bare loop (A/A test: the resolution and bias of the harness itself; its interval should
+/// contain 1) and the lines start with overhead_control instead of overhead.
+void bench_overhead(const Setup& s, int pairs, int rounds, bool control) {
+    std::vector<OverheadRound> results(static_cast<std::size_t>(rounds));
+    std::vector<double> ratios, bare_rates, other_rates;
+    double bare_s = 0.0, other_s = 0.0;
+    bool identical = true;
+    int pair = 0;
+    for (int k = 0; k < rounds; ++k) {
+        OverheadRound& round = results[std::size_t(k)];
+        round.dist_slot = k % 2;
+        OverheadPair p(s, control, round.dist_slot);
+        auto other_step = [&] {
+            if (control)
+                p.control_step();
+            else
+                p.dist_step();
+        };
+        for (int i = 0; i < std::max(5, s.steps); ++i) {
+            // In slot order, so that buffers allocated lazily by the first steps are allocated in the same
+            // order (slot 0 first) in every round.
+            if (round.dist_slot == 0) other_step();
+            p.bare_step();
+            if (round.dist_slot == 1) other_step();
+        }
+        const int n = pairs / rounds + (k < pairs % rounds ? 1 : 0);
+        for (int r = 0; r < n; ++r, ++pair) {
+            double b = 0.0, d = 0.0;
+            if (pair % 2 == 0) {
+                b = time_steps([&] { p.bare_step(); }, s.steps);
+                d = time_steps(other_step, s.steps);
+            } else {
+                d = time_steps(other_step, s.steps);
+                b = time_steps([&] { p.bare_step(); }, s.steps);
+            }
+            bare_s += b;
+            other_s += d;
+            bare_rates.push_back(double(s.steps) * double(s.batch) / b);
+            other_rates.push_back(double(s.steps) * double(s.batch) / d);
+            round.ratios.push_back(d / b);
+            ratios.push_back(d / b);
+        }
+        identical = identical && p.same_parameters();
+    }
+    std::vector<const OverheadRound*> group[2];
+    for (const auto& r : results)
+        group[r.dist_slot].push_back(&r);
+    std::vector<double> pool;
+    const double balanced = balanced_ratio(group[0], group[1], pool);
+    const double slot_median[2] = {pooled_median(group[0], pool), pooled_median(group[1], pool)};
+    const auto [lo, hi] = bootstrap_balanced_ci(results, 0.95, 10000, 20240601);
+    const char* verdict = hi <= 1.01 ? "shown" : lo > 1.01 ? "missed" : "inconclusive";
+    const double steps = double(pairs) * double(s.steps);
+    const auto slower = std::count_if(ratios.begin(), ratios.end(), [](double x) { return x > 1.0; });
+    const char* tag = control ? "overhead_control" : "overhead";
+    const char* other = control ? "bare2" : "dist";
+    std::printf(
+        "%s %s pairs=%d rounds=%d steps_per_half=%d ratio_balanced=%.4f ci95_lo=%.4f ci95_hi=%.4f "
+        "target_1pct=%s ratio_median=%.4f ratio_median_%s_slot0=%.4f ratio_median_%s_slot1=%.4f "
+        "bare_ms_per_step=%.4f %s_ms_per_step=%.4f ratio_of_means=%.4f pairs_%s_slower=%ld bare_median=%.1f "
+        "%s_median=%.1f params_identical=%d\n",
+        tag, s.model.c_str(), pairs, rounds, s.steps, balanced, lo, hi, control ? "n/a" : verdict,
+        median(ratios), other, slot_median[0], other, slot_median[1], 1e3 * bare_s / steps, other,
+        1e3 * other_s / steps, other_s / bare_s, other, long(slower), median(bare_rates), other,
+        median(other_rates), int(identical));
+    std::printf("%s_rounds %s", tag, s.model.c_str());
+    for (const auto& r : results)
+        std::printf(" slot%d:%.4f", r.dist_slot, r.ratios.empty() ? 0.0 : median(r.ratios));
+    std::printf("\n%s_ratios %s ", tag, s.model.c_str());
+    for (std::size_t i = 0; i < ratios.size(); ++i)
+        std::printf(i ? ",%.4f" : "%.4f", ratios[i]);
     std::printf("\n");
     std::fflush(stdout);
 }
@@ -249,8 +477,15 @@ void bench_compare(const std::string& policy, const Setup& s, std::size_t bucket
     if (!error.empty()) std::cerr << "bench_train_dist: " << error << "\n";
     std::cerr
         << "usage: bench_train_dist [--model cnn|mlp] [--policies collective,ring,naive] [--overlap 0,1]\n"
-           "                        [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead]\n"
-           "                        [--compare] [--funneled]\n";
+           "         [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead [--control]\n"
+           "         [--rounds K]] [--overhead-count [--warmup W]] [--compare] [--funneled]\n"
+           "         [--timeline trace.json]\n"
+           "  --overhead        one rank: R alternating pairs of N bare / N DistOptimizer steps in K rounds\n"
+           "                    (default R/20 within 2..20) with the two models' roles swapped every round;\n"
+           "                    median time ratio with a bootstrap 95% confidence interval\n"
+           "  --control         with --overhead: a second bare loop instead of DistOptimizer (A/A test)\n"
+           "  --overhead-count  one rank: W warm-up steps of each, then N bare and N DistOptimizer steps\n"
+           "                    in overhead_count_bare_loop / overhead_count_dist_loop (for callgrind)\n";
     std::exit(error.empty() ? 0 : 2);
 }
 
@@ -303,12 +538,21 @@ int main(int argc, char** argv) {
     s.model = "mlp";
     std::string policies = "collective,ring,naive", overlaps = "0,1";
     std::size_t bucket_bytes = dtrain::DistOptions{}.bucket_bytes;
-    bool overhead = false, compare = false;
+    bool overhead = false, overhead_count = false, overhead_control = false, compare = false;
+    int warmup = 3, rounds = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") usage("");
         if (a == "--overhead") {
             overhead = true;
+            continue;
+        }
+        if (a == "--overhead-count") {
+            overhead_count = true;
+            continue;
+        }
+        if (a == "--control") {
+            overhead_control = true;
             continue;
         }
         if (a == "--funneled") continue;
@@ -331,15 +575,25 @@ int main(int argc, char** argv) {
             s.reps = int(parse_long(a, argv[++i], 1));
         else if (a == "--timeline")
             s.timeline = argv[++i];
+        else if (a == "--rounds")
+            rounds = int(parse_long(a, argv[++i], 2));
+        else if (a == "--warmup")
+            warmup = int(parse_long(a, argv[++i], 0));
         else if (a == "--batch")
             s.batch = std::size_t(parse_long(a, argv[++i], 1));
         else
             usage("unknown flag " + a);
     }
     if (s.model != "cnn" && s.model != "mlp") usage("unknown model '" + s.model + "' (known: cnn, mlp)");
-    if (overhead) {
-        if (env.size() != 1) usage("--overhead needs exactly one rank");
-        bench_overhead(s, s.reps);
+    if (overhead || overhead_count) {
+        if (env.size() != 1) usage("--overhead and --overhead-count need exactly one rank");
+        if (overhead_count)
+            bench_overhead_count(s, warmup);
+        else if (s.reps < 2)
+            usage("--overhead needs --reps >= 2 (pairs)");
+        else
+            bench_overhead(s, s.reps, std::min(s.reps, rounds > 0 ? rounds : std::clamp(s.reps / 20, 2, 20)),
+                           overhead_control);
         return 0;
     }
     if (compare) {
