@@ -5,7 +5,8 @@
 #
 # Usage: benchmarks/train_dist/run.sh <build-dir> [rounds=5]
 # Environment: BUCKET_BYTES (default: DistOptions' default, 1 MiB; 0 = one bucket per layer),
-#              POLICIES (default collective,ring,naive), OVERLAP (default 0,1), MPIEXEC (default mpiexec.mpich)
+#              POLICIES (default collective,ring,naive), OVERLAP (default 0,1), MODELS (default "mlp cnn"),
+#              MPIEXEC (default mpiexec.mpich)
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -x "$1/benchmarks/train_dist/bench_train_dist" ]; then
     echo "usage: $0 <build-dir with benchmarks/train_dist/bench_train_dist> [rounds=5]" >&2
@@ -16,14 +17,22 @@ ROUNDS="${2:-5}"
 OUT="${OUT:-train_dist_raw.txt}"
 export OPENBLAS_NUM_THREADS=1
 MPIEXEC="${MPIEXEC:-mpiexec.mpich}"
-ARGS=(--policies "${POLICIES:-collective,ring,naive}" --overlap "${OVERLAP:-0,1}")
+OVERLAP="${OVERLAP:-0,1}"
+# Configurations run one after the other in one process; reversing their order every other round cancels
+# order effects (in an earlier run the later half of each process ran ~5% slower at 2 ranks).
+POLICIES="${POLICIES:-collective,ring,naive}"
+reverse() { echo "$1" | tr ',' '\n' | tac | paste -sd, -; }
+ARGS=()
 if [ -n "${BUCKET_BYTES:-}" ]; then ARGS+=(--bucket-bytes "$BUCKET_BYTES"); fi
 : > "$OUT"
 for round in $(seq "$ROUNDS"); do
-    for model in mlp cnn; do
+    for model in ${MODELS:-mlp cnn}; do
         if [ "$model" = cnn ]; then steps=15; else steps=40; fi
         for np in 1 2; do
-            "$MPIEXEC" -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 "${ARGS[@]}" \
+            ov="$OVERLAP" pol="$POLICIES"
+            if [ $((round % 2)) = 0 ]; then ov="$(reverse "$OVERLAP")" pol="$(reverse "$POLICIES")"; fi
+            "$MPIEXEC" -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 --overlap "$ov" --policies "$pol" \
+                ${ARGS[@]+"${ARGS[@]}"} \
                 | sed "s/^/round=$round /" | tee -a "$OUT"
         done
     done
