@@ -6,7 +6,7 @@
 # Usage: benchmarks/train_dist/run.sh <build-dir> [rounds=5]
 # Environment: BUCKET_BYTES (default: DistOptions' default, 1 MiB; 0 = one bucket per layer),
 #              POLICIES (default collective,ring,naive), OVERLAP (default 0,1), MODELS (default "mlp cnn"),
-#              MPIEXEC (default mpiexec.mpich)
+#              MPIEXEC (default mpiexec.mpich; may carry options: MPIEXEC="mpiexec.mpich -bind-to core")
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -x "$1/benchmarks/train_dist/bench_train_dist" ]; then
     echo "usage: $0 <build-dir with benchmarks/train_dist/bench_train_dist> [rounds=5]" >&2
@@ -31,7 +31,8 @@ for round in $(seq "$ROUNDS"); do
         for np in 1 2; do
             ov="$OVERLAP" pol="$POLICIES"
             if [ $((round % 2)) = 0 ]; then ov="$(reverse "$OVERLAP")" pol="$(reverse "$POLICIES")"; fi
-            "$MPIEXEC" -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 --overlap "$ov" --policies "$pol" \
+            # shellcheck disable=SC2086 # MPIEXEC may carry options, e.g. "mpiexec.mpich -bind-to core"
+            $MPIEXEC -n "$np" "$BIN" --model "$model" --steps "$steps" --reps 3 --overlap "$ov" --policies "$pol" \
                 ${ARGS[@]+"${ARGS[@]}"} \
                 | sed "s/^/round=$round /" | tee -a "$OUT"
         done
