@@ -142,8 +142,9 @@ inline int node_local_size(MPI_Comm comm) {
 /// thread computes (started when there is more than one rank and bucket, MPI provides MPI_THREAD_MULTIPLE,
 /// and either the node has at least two CPUs per rank or DTRAIN_PROGRESS_THREAD=1; DTRAIN_PROGRESS_THREAD=0
 /// never starts it, see detail::progress_thread_enabled(); it sleeps while nothing is outstanding; on a
-/// node with one CPU per rank it would only take time from the computation it should overlap with). When `Opt` has the range form of the Optimizer concept (has_step_range_v: SGD, Adam,
-/// AdamW), step() then also overlaps the optimizer with communication: bucket by bucket, it waits for the
+/// node with one CPU per rank it would only take time from the computation it should overlap with).
+/// When `Opt` has the range form of the Optimizer concept (has_step_range_v: SGD, Adam, AdamW), step()
+/// then also overlaps the optimizer with communication: bucket by bucket, it waits for the
 /// bucket's reduction, starts the next bucket's if backward() did not, and updates the bucket's parameters
 /// with Opt::step_range() while that next reduction is in flight (make_buckets() splits layers larger than
 /// a bucket into pieces, so even a model whose largest layer is first gets a pipeline); the result is
@@ -269,8 +270,8 @@ public:
     /// One synchronous step: completes the reduction of every gradient bucket (waiting for those started
     /// during backward(), reducing the others now), divides the gradients by size() * accumulation_steps,
     /// applies the local optimizer to the whole parameter buffer (bucket by bucket, pipelined with the
-    /// reductions, with overlap and an optimizer with the range form) and synchronises the model state. Requires
-    /// exactly accumulation_steps backward passes since the last step() or zero_grad() (throws
+    /// reductions, with overlap and an optimizer with the range form) and synchronises the model state.
+    /// Requires exactly accumulation_steps backward passes since the last step() or zero_grad() (throws
     /// dtrain::Error otherwise, before communicating). Collective.
     void step() {
         DTRAIN_CHECK(passes_ == options_.accumulation_steps, "DistOptimizer::step: ", passes_,

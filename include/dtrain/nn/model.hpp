@@ -170,7 +170,8 @@ public:
     /// Back-propagates `grad_output` (dLoss/doutput of the last forward()), ADDING parameter gradients
     /// into gradients(). Layers run last to first; after layer i is done the grad-ready hook, if set, is
     /// called with i (before that, layers that compute their gradient in parts call the partial-gradient
-    /// hook, if set, with each finished part). Returns dLoss/dinput only if `need_input_grad`, otherwise an empty tensor.
+    /// hook, if set, with each finished part). Returns dLoss/dinput only if `need_input_grad`, otherwise
+    /// an empty tensor.
     const Tensor<T>& backward(const Tensor<T>& grad_output, bool need_input_grad = false) {
         DTRAIN_CHECK(input_ != nullptr, "Model::backward: call forward() first");
         DTRAIN_CHECK(grad_output.shape() == acts_.back().shape(), "Model::backward: gradient of shape ",
