@@ -170,7 +170,8 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::DistO
     }
 }
 
-/// One model with its own SGD, loss, gradient buffer and data (rank 0's batch): one side of an OverheadPair.
+/// One model with its own SGD, loss, gradient buffer and data (rank `rank`'s batch): one side of an
+/// OverheadPair, or the bare baseline of bench_compare.
 struct Side {
     dtrain::Model<float> model;
     dtrain::SGD<float> opt;
@@ -178,8 +179,8 @@ struct Side {
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
 
-    explicit Side(const Setup& s)
-        : model(make_model(s.model)), opt(make_sgd(s.model)), data(make_data(model, s.batch, 0)) {}
+    explicit Side(const Setup& s, int rank = 0)
+        : model(make_model(s.model)), opt(make_sgd(s.model)), data(make_data(model, s.batch, rank)) {}
     Side(const Side&) = delete;
     Side& operator=(const Side&) = delete;
 
@@ -429,17 +430,8 @@ void bench_overhead(const Setup& s, int pairs, int rounds, bool control) {
 /// efficiency (every rank computes concurrently in (a) too, so memory-bandwidth sharing is factored out).
 template <class Comm>
 void bench_compare(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
-    dtrain::Model<float> bare_model = make_model(s.model);
-    dtrain::SGD<float> bare_opt = make_sgd(s.model);
-    Data bare_data = make_data(bare_model, s.batch, rank);
-    dtrain::SoftmaxCrossEntropy<float> loss;
-    dtrain::Tensor<float> grad;
-    auto bare_step = [&] {
-        bare_model.zero_grad();
-        loss.compute(bare_model.forward(bare_data.x), bare_data.y, grad);
-        bare_model.backward(grad);
-        bare_opt.step(bare_model.parameters(), bare_model.gradients());
-    };
+    Side bare(s, rank);
+    auto bare_step = [&] { bare.bare_step(); };
     dtrain::DistOptions o;
     o.bucket_bytes = bucket_bytes;
     o.overlap = false;

@@ -295,14 +295,7 @@ public:
             Span<value_type> g = grads.subspan(buckets_[b].offset, buckets_[b].size);
             if (multi) {
                 if (b < launched_) {
-                    if (!done_[b]) {
-                        comm_.wait(*requests_[b]);
-                        finished_us_[b] = timeline().now_us();
-                    }
-                    timeline().complete("allreduce", "comm", started_us_[b], finished_us_[b], "bucket",
-                                        std::int64_t(b));
-                    requests_[b].reset();
-                    done_[b] = 0;
+                    complete(b);
                 } else {
                     TimelineScope scope("allreduce", "comm", "bucket", std::int64_t(b));
                     comm_.allreduce_sum(g);
@@ -310,8 +303,7 @@ public:
             }
             scale(g);
         }
-        launched_ = 0;
-        first_pending_ = 0;
+        end_round();
         lock.unlock();
         passes_ = 0;
         {
@@ -459,14 +451,7 @@ private:
                     launch(launched_++);
                 wake_.notify_one();
             }
-            if (!done_[b]) {
-                comm_.wait(*requests_[b]);
-                finished_us_[b] = timeline().now_us();
-                done_[b] = 1;  // poll() skips it from now on
-            }
-            timeline().complete("allreduce", "comm", started_us_[b], finished_us_[b], "bucket",
-                                std::int64_t(b));
-            requests_[b].reset();
+            complete(b);
             lock.unlock();
             const Bucket& k = buckets_[b];
             Span<value_type> g = grads.subspan(k.offset, k.size);
@@ -480,6 +465,23 @@ private:
             rethrow_progress_error();
         }
         opt_.finish_step();
+        end_round();
+    }
+
+    // Completes bucket b's started reduction (waiting unless poll() already saw it finish), records it on
+    // the timeline and releases its request; poll() skips it from now on. Requires mutex_.
+    void complete(std::size_t b) {
+        if (!done_[b]) {
+            comm_.wait(*requests_[b]);
+            finished_us_[b] = timeline().now_us();
+            done_[b] = 1;
+        }
+        timeline().complete("allreduce", "comm", started_us_[b], finished_us_[b], "bucket", std::int64_t(b));
+        requests_[b].reset();
+    }
+
+    // Forgets the reductions of the round just completed or drained; requires mutex_.
+    void end_round() {
         std::fill(done_.begin(), done_.end(), char(0));
         launched_ = 0;
         first_pending_ = 0;
@@ -529,10 +531,8 @@ private:
         for (std::size_t b = 0; b < launched_; ++b) {
             if (!done_[b]) comm_.wait(*requests_[b]);
             requests_[b].reset();
-            done_[b] = 0;
         }
-        launched_ = 0;
-        first_pending_ = 0;
+        end_round();
     }
 
     // Allgathers the layout and options of every rank and throws on every rank if any differ.
