@@ -104,10 +104,7 @@ protected:
         }
         DTRAIN_CHECK(params.size() == n_, name_, "::step: params and grads have ", params.size(),
                      " values but the optimizer was reset() for ", n_);
-        const double lr = learning_rate();
-        DTRAIN_CHECK(std::isfinite(lr) && lr >= 0.0, name_, "::step: the schedule gives learning rate ", lr,
-                     " at step ", steps_, " (base ", base_lr_, "); it must be finite and >= 0");
-        return lr;
+        return checked_learning_rate("step");
     }
 
     /// Checks a range update (step_range()) and returns the learning rate of the current step: the state
@@ -120,8 +117,14 @@ protected:
                      " values but grads have ", grads.size());
         DTRAIN_CHECK(offset <= n_ && params.size() <= n_ - offset, name_, "::step_range: the range [", offset,
                      ", ", offset + params.size(), ") is outside the ", n_, " values given to reset()");
+        return checked_learning_rate("step_range");
+    }
+
+    /// The learning rate of the current step; throws dtrain::Error naming `<name>::<fn>` when the schedule
+    /// yields a negative or non-finite rate.
+    double checked_learning_rate(const char* fn) const {
         const double lr = learning_rate();
-        DTRAIN_CHECK(std::isfinite(lr) && lr >= 0.0, name_, "::step_range: the schedule gives learning rate ",
+        DTRAIN_CHECK(std::isfinite(lr) && lr >= 0.0, name_, "::", fn, ": the schedule gives learning rate ",
                      lr, " at step ", steps_, " (base ", base_lr_, "); it must be finite and >= 0");
         return lr;
     }
