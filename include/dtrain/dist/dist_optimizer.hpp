@@ -130,8 +130,8 @@ inline int node_local_size(MPI_Comm comm) {
 ///     });
 ///
 /// Gradient bucketing: gradients are reduced in buckets of about options.bucket_bytes built from whole
-/// layers, last layer first (see make_buckets()); each bucket is one contiguous range of the flat gradient
-/// buffer and costs ONE reduction call.
+/// layers, last layer first, a layer larger than a bucket split into pieces of its own (see make_buckets());
+/// each bucket is one contiguous range of the flat gradient buffer and costs ONE reduction call.
 ///
 /// Overlap (options.overlap, default on): the constructor installs the model's grad-ready hook (replacing
 /// any hook the user set). During backward(), as soon as every layer of a bucket is final, the bucket's
