@@ -9,7 +9,7 @@
 // Usage: OPENBLAS_NUM_THREADS=1 mpiexec.mpich -n P bench_train_dist [--model cnn|mlp]
 //            [--policies collective,ring,naive] [--overlap 0,1] [--bucket-bytes B] [--steps N] [--reps R]
 //            [--batch B] [--overhead [--control] [--rounds K]] [--overhead-count [--warmup W]]
-//            [--compare] [--funneled] [--timeline trace.json]
+//            [--compare] [--budget] [--funneled] [--timeline trace.json]
 // Prints, per configuration, one line
 //   result <model> <policy> overlap=<0|1> ranks=<P> bucket_bytes=<B> buckets=<n> median=<samples/s> min=<>
 //          max=<> backward_ms=<mean ms in zero_grad+forward+backward> step_ms=<mean ms in step()>
@@ -29,6 +29,9 @@
 // alternating repetitions of the same program)
 //   compare <model> <policy> ranks=<P> eff_no_overlap=<bare time / dist time> eff_overlap=<>
 //           overlap_speedup=<time without / time with overlap>
+// and with --budget (two or more ranks; see bench_budget)
+//   budget <model> <policy> ranks=<P> ... eff_no_overlap=<> eff_overlap=<> ceiling=<> comm=<> bound=<>
+//          residual_overlap=<> t1_ms=<> reduce_ms=<>
 #include <dtrain/dtrain.hpp>
 
 #include <algorithm>
@@ -42,6 +45,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -465,13 +469,127 @@ void bench_compare(const std::string& policy, const Setup& s, std::size_t bucket
     }
 }
 
+/// Seconds per step of `steps` calls of `step` run by rank 0 ALONE while the other ranks sleep (they wait
+/// for a nonblocking barrier, testing it once a millisecond, so they take next to no CPU): the one-rank
+/// speed measured inside the multi-rank job. Collective; every rank returns rank 0's figure.
+template <class Step>
+double solo_seconds_per_step(Step&& step, int steps, int rank) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double sec = rank == 0 ? time_steps(step, steps) / steps : 0.0;
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (int done = 0; !done;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done && rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    MPI_Bcast(&sec, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return sec;
+}
+
+/// Seconds per step of `steps` calls of `step` on every rank at once, between barriers (rank 0's clock,
+/// so the slowest rank's time). Collective.
+template <class Step>
+double all_seconds_per_step(Step&& step, int steps) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+        step();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    MPI_Bcast(&sec, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return sec;
+}
+
+/// --budget (two or more ranks): where the scaling efficiency goes, every factor measured in the same
+/// rounds of one program. Per round, interleaved: (solo) rank 0's bare local step while the other ranks
+/// sleep = the one-rank time T1; (both) the bare local step on every rank, no communication = T_both;
+/// (reduce) only the blocking all-reduce of every gradient bucket on every rank, on a zero buffer of the
+/// model's size = T_red; and the full DistOptimizer<Comm> step without and with overlap = T_dist. Prints
+/// the medians over rounds of
+///   efficiency = T1 / T_dist (the scaling efficiency with the one-rank time of the same round),
+///   ceiling = T1 / T_both (what running the ranks side by side costs before any communication),
+///   comm = T_both / (T_both + T_red) (what the reduction costs if it hides behind nothing),
+///   bound = ceiling x comm = T1 / (T_both + T_red), the efficiency to expect when no CPU is idle to
+///   overlap the reduction with (one rank per core), and residual = efficiency / bound (waiting for the
+///   slowest rank at every step, interference between compute and communication, and any overlap gain).
+template <class Comm>
+void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
+    Side bare(s, rank);
+    auto bare_step = [&] { bare.bare_step(); };
+    dtrain::DistOptions o;
+    o.bucket_bytes = bucket_bytes;
+    o.overlap = false;
+    DistRun<Comm> plain(s, o, rank);
+    o.overlap = true;
+    DistRun<Comm> overlapped(s, o, rank);
+    std::vector<float> zeros(plain.model.num_parameters(), 0.0f);
+    auto reduce_step = [&] {
+        for (const dtrain::Bucket& b : plain.opt->buckets())
+            plain.opt->comm().allreduce_sum(dtrain::Span<float>(zeros.data() + b.offset, b.size));
+    };
+    for (int i = 0; i < std::max(3, s.steps / 5); ++i) {
+        bare_step();
+        reduce_step();
+        plain.step();
+        overlapped.step();
+    }
+    std::vector<double> eff0, eff1, ceiling, comm, bound, residual, t1s, treds;
+    for (int r = 0; r < s.reps; ++r) {
+        // Alternate the order of the measurements between rounds so drifts within a round cancel.
+        double t1 = 0, both = 0, red = 0, d0 = 0, d1 = 0;
+        auto measure = [&](int which) {
+            switch (which) {
+                case 0:
+                    t1 = solo_seconds_per_step(bare_step, s.steps, rank);
+                    break;
+                case 1:
+                    both = all_seconds_per_step(bare_step, s.steps);
+                    break;
+                case 2:
+                    red = all_seconds_per_step(reduce_step, s.steps);
+                    break;
+                case 3:
+                    d0 = all_seconds_per_step([&] { plain.step(); }, s.steps);
+                    break;
+                default:
+                    d1 = all_seconds_per_step([&] { overlapped.step(); }, s.steps);
+                    break;
+            }
+        };
+        for (int k = 0; k < 5; ++k)
+            measure(r % 2 == 0 ? k : 4 - k);
+        eff0.push_back(t1 / d0);
+        eff1.push_back(t1 / d1);
+        ceiling.push_back(t1 / both);
+        comm.push_back(both / (both + red));
+        bound.push_back(t1 / (both + red));
+        residual.push_back(t1 / d1 / (t1 / (both + red)));
+        t1s.push_back(t1);
+        treds.push_back(red);
+    }
+    if (rank == 0) {
+        std::printf(
+            "budget %s %s ranks=%d bucket_bytes=%zu rounds=%d eff_no_overlap=%.4f eff_overlap=%.4f "
+            "(min %.3f max %.3f) ceiling=%.4f comm=%.4f bound=%.4f residual_overlap=%.4f t1_ms=%.3f "
+            "reduce_ms=%.3f\n",
+            s.model.c_str(), policy.c_str(), size, bucket_bytes, s.reps, median(eff0), median(eff1),
+            *std::min_element(eff1.begin(), eff1.end()), *std::max_element(eff1.begin(), eff1.end()),
+            median(ceiling), median(comm), median(bound), median(residual), 1e3 * median(t1s),
+            1e3 * median(treds));
+        std::fflush(stdout);
+    }
+}
+
 [[noreturn]] void usage(const std::string& error) {
     if (!error.empty()) std::cerr << "bench_train_dist: " << error << "\n";
     std::cerr
         << "usage: bench_train_dist [--model cnn|mlp] [--policies collective,ring,naive] [--overlap 0,1]\n"
            "         [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead [--control]\n"
            "         [--rounds K]] [--overhead-count [--warmup W]] [--compare] [--funneled]\n"
-           "         [--timeline trace.json]\n"
+           "         [--timeline trace.json] [--budget]\n"
+           "  --budget          2+ ranks: per round, rank 0's bare step alone, the bare step on every rank,\n"
+           "                    the gradient all-reduce alone and the DistOptimizer step; prints the\n"
+           "                    efficiency and its factors (ceiling, comm, bound; see the source)\n"
            "  --overhead        one rank: R alternating pairs of N bare / N DistOptimizer steps in K rounds\n"
            "                    (default R/20 within 2..20) with the two models' roles swapped every round;\n"
            "                    median time ratio with a bootstrap 95% confidence interval\n"
@@ -530,7 +648,7 @@ int main(int argc, char** argv) {
     s.model = "mlp";
     std::string policies = "collective,ring,naive", overlaps = "0,1";
     std::size_t bucket_bytes = dtrain::DistOptions{}.bucket_bytes;
-    bool overhead = false, overhead_count = false, overhead_control = false, compare = false;
+    bool overhead = false, overhead_count = false, overhead_control = false, compare = false, budget = false;
     int warmup = 3, rounds = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -550,6 +668,10 @@ int main(int argc, char** argv) {
         if (a == "--funneled") continue;
         if (a == "--compare") {
             compare = true;
+            continue;
+        }
+        if (a == "--budget") {
+            budget = true;
             continue;
         }
         if (i + 1 >= argc) usage("missing value after " + a);
@@ -588,11 +710,15 @@ int main(int argc, char** argv) {
                            overhead_control);
         return 0;
     }
-    if (compare) {
+    if (budget && env.size() < 2) usage("--budget needs at least two ranks");
+    if (compare || budget) {
         for (const auto& p : split(policies)) {
             with_policy(p, [&](auto tag) {
                 using Comm = typename decltype(tag)::type;
-                bench_compare<Comm>(p, s, bucket_bytes, env.rank(), env.size());
+                if (budget)
+                    bench_budget<Comm>(p, s, bucket_bytes, env.rank(), env.size());
+                else
+                    bench_compare<Comm>(p, s, bucket_bytes, env.rank(), env.size());
             });
         }
         return 0;
