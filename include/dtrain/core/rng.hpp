@@ -1,7 +1,10 @@
 #pragma once
 
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace dtrain {
@@ -70,6 +73,23 @@ public:
     }
     /// Normal draw with mean `mean` and standard deviation `stddev`.
     double normal(double mean, double stddev) { return mean + stddev * normal(); }
+
+    /// Number of 64-bit words in state().
+    static constexpr std::size_t state_words = 6;
+    /// The whole generator state (the four xoshiro words, the cached normal draw and whether it is valid),
+    /// so that a checkpoint can continue the stream exactly (set_state()).
+    std::array<std::uint64_t, state_words> state() const {
+        std::uint64_t spare = 0;
+        std::memcpy(&spare, &spare_, sizeof spare);
+        return {s_[0], s_[1], s_[2], s_[3], spare, has_spare_ ? 1u : 0u};
+    }
+    /// Restores a state() of any generator: the stream continues as that generator's would.
+    void set_state(const std::array<std::uint64_t, state_words>& w) {
+        for (int i = 0; i < 4; ++i)
+            s_[i] = w[std::size_t(i)];
+        std::memcpy(&spare_, &w[4], sizeof spare_);
+        has_spare_ = w[5] != 0;
+    }
 
 private:
     static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -158,6 +158,18 @@ public:
         return true;
     }
 
+    /// Starts epoch `epoch` and moves past its first `batches` batches exactly as that many next() calls
+    /// would (same order, same augmentation draws), so that the following next() yields the batch an
+    /// uninterrupted run sees there: how a run resumed from a checkpoint continues mid-epoch. Costs what
+    /// those next() calls cost. Throws dtrain::Error when `batches` exceeds batches_per_epoch().
+    void seek(std::uint64_t epoch, std::size_t batches) {
+        start_epoch(epoch);
+        DTRAIN_CHECK(batches <= batches_per_epoch(), "DataLoader::seek: batch ", batches,
+                     " is past the end of epoch ", epoch, ", which has ", batches_per_epoch(), " batches");
+        for (std::size_t i = 0; i < batches; ++i)
+            next();
+    }
+
     /// Features of the current batch, shape {batch, sample...}.
     const Tensor<float>& features() const { return tail_ ? x_tail_ : x_full_; }
     /// Labels of the current batch.

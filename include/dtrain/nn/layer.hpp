@@ -1,11 +1,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 
 namespace dtrain {
@@ -78,6 +81,15 @@ public:
 
     /// True for layers whose forward needs no gradient state (used by summaries only).
     virtual bool trainable() const { return num_params() > 0; }
+
+    /// Appends to `out` the layer's state that lives OUTSIDE the flat buffers and that an exact resume from
+    /// a checkpoint needs (e.g. Dropout's mask generator), as 64-bit words. Default: nothing. A composite
+    /// layer appends its children's in order.
+    virtual void save_extra_state(std::vector<std::uint64_t>& out) const { (void)out; }
+
+    /// Restores what save_extra_state() appended: reads its words from the front of `in` and advances `in`
+    /// past them. Throws dtrain::Error naming the layer when `in` holds too few words.
+    virtual void load_extra_state(Span<const std::uint64_t>& in) { (void)in; }
 
     /// Sets where backward() reports final parts of the gradient slice (called by Model::backward()).
     void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }

@@ -210,12 +210,31 @@ public:
     /// Read-only flat view of the non-trainable state.
     Span<const T> state() const { return {state_.data(), state_.size()}; }
 
+    /// Every layer's state outside the flat buffers (Layer::save_extra_state(), e.g. Dropout's generator),
+    /// layer 0 first: what a checkpoint keeps besides parameters() and state() for an exact resume.
+    std::vector<std::uint64_t> extra_state() const {
+        std::vector<std::uint64_t> out;
+        for (const auto& l : layers_)
+            l->save_extra_state(out);
+        return out;
+    }
+    /// Restores extra_state() of a model with the same layers. Throws dtrain::Error when `words` holds too
+    /// few or too many words for this model's layers.
+    void set_extra_state(Span<const std::uint64_t> words) {
+        for (auto& l : layers_)
+            l->load_extra_state(words);
+        DTRAIN_CHECK(words.empty(), "Model::set_extra_state: ", words.size(),
+                     " words left over after every layer took its own (the state is from another model)");
+    }
+
     /// Total number of trainable parameters.
     std::size_t num_parameters() const { return params_.size(); }
     /// Number of layers.
     std::size_t num_layers() const { return layers_.size(); }
     /// Layer `i` (checked).
-    Layer<T>& layer(std::size_t i) {
+    Layer<T>& layer(std::size_t i) { return const_cast<Layer<T>&>(std::as_const(*this).layer(i)); }
+    /// Layer `i` (checked), read-only.
+    const Layer<T>& layer(std::size_t i) const {
         DTRAIN_CHECK(i < layers_.size(), "Model::layer: index ", i, " out of range (", layers_.size(),
                      " layers)");
         return *layers_[i];

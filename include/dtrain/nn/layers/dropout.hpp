@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -68,6 +70,21 @@ public:
 
     /// Restarts the mask stream from `seed` (e.g. to repeat a mask).
     void reseed(std::uint64_t seed) { rng_.reseed(seed); }
+
+    /// Appends the mask generator's state (Rng::state_words words).
+    void save_extra_state(std::vector<std::uint64_t>& out) const override {
+        const auto w = rng_.state();
+        out.insert(out.end(), w.begin(), w.end());
+    }
+    /// Restores the mask generator's state saved by save_extra_state().
+    void load_extra_state(Span<const std::uint64_t>& in) override {
+        DTRAIN_CHECK(in.size() >= Rng::state_words, name(), ": extra state needs ", Rng::state_words,
+                     " words, got ", in.size());
+        std::array<std::uint64_t, Rng::state_words> w{};
+        std::copy(in.data(), in.data() + Rng::state_words, w.begin());
+        rng_.set_state(w);
+        in = in.subspan(Rng::state_words, in.size() - Rng::state_words);
+    }
 
     /// Drop probability.
     double probability() const { return p_; }
