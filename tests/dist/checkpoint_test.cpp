@@ -179,6 +179,8 @@ TEST_CASE("checkpoint errors name the file and the problem on every rank", "[che
         CHECK(other.extra_state() == model.extra_state());
     }
     SECTION("a missing file") {
+        CHECK(dtrain::checkpoint_exists(path));
+        CHECK_FALSE(dtrain::checkpoint_exists(path + ".missing"));
         CHECK_THROWS_WITH(dtrain::load_checkpoint(path + ".missing", model, adam),
                           Catch::Contains("cannot open '" + path + ".missing'"));
     }

@@ -100,6 +100,16 @@ inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm com
 
 }  // namespace detail
 
+/// True on every rank when rank `root` can open the file `path`. Collective: every rank makes the same choice
+/// between resuming and starting afresh, even when only root's file system holds the checkpoint (which is
+/// all load_checkpoint() needs).
+inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
+    int exists = 0;
+    if (comm_rank(comm) == root) exists = std::ifstream(path, std::ios::binary).good() ? 1 : 0;
+    DTRAIN_MPI_CHECK(MPI_Bcast(&exists, 1, MPI_INT, root, comm));
+    return exists != 0;
+}
+
 /// Writes a checkpoint of `model` (parameters, non-trainable state, the layers' extra state such as
 /// Dropout's generators), of `opt` (its state buffer and step count) and of `position` to `path`.
 /// Collective over `comm`: every rank first checks that all ranks hold bitwise-identical parameters, model
