@@ -5,6 +5,8 @@ dtrain_add_test(dist_async_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_test.cpp
 target_compile_definitions(dist_async_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 dtrain_add_test(dist_async_errors_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_errors_test.cpp RANKS 1 2 3
                 TIMEOUT 60)
+dtrain_add_test(dist_async_accumulation_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_accumulation_test.cpp
+                RANKS 2 3 TIMEOUT 60)
 dtrain_add_test(dist_async_bsp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_bsp_test.cpp RANKS 2 3 4 TIMEOUT 120)
 target_compile_definitions(dist_async_bsp_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 dtrain_add_test(dist_async_ssp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_ssp_test.cpp RANKS 3 4 TIMEOUT 120)

@@ -1,4 +1,5 @@
-// DistOptimizer<Async, Opt>: invalid configurations fail with a clear message on every rank, before training.
+// DistOptimizer<Async, Opt>: invalid configurations fail with a clear message on every rank, before training;
+// misuse during training (nested run(), global_sum on a master) fails with a message naming the rank.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -66,4 +67,65 @@ TEST_CASE("Async: ranks that disagree on the model or the options fail on every 
     // After the failures, a valid configuration still works (nothing was left pending).
     dtrain::Model<float> ok = mlp(8);
     CHECK(construct(ok, dtrain::DistOptions{}).empty());
+}
+
+TEST_CASE("Async: ranks whose models differ only in their layer layout fail on every rank", "[dist][async]") {
+    if (world_size() < 2) return;
+    // Same parameter count (51), state size (0) and layer count (3), different per-layer split: only the
+    // layout hash tells the models apart. The last rank builds the second one.
+    dtrain::Model<float> model({4}, 1);
+    if (world_rank() == world_size() - 1)
+        model.add(dtrain::Dense<float>(4, 3)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(3, 9));
+    else
+        model.add(dtrain::Dense<float>(4, 6)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(6, 3));
+    REQUIRE(model.num_parameters() == 51);
+    const std::string what = construct(model, dtrain::DistOptions{});
+    INFO(what);
+    CHECK(what.find("ranks disagree on the layer layout") != std::string::npos);
+}
+
+TEST_CASE("Async: a root that is not a rank or accumulation_steps 0 fails on every rank", "[dist][async]") {
+    if (world_size() < 2) return;  // one rank fails earlier: no rank is left for a worker
+    const int size = world_size();
+    dtrain::Model<float> model = mlp(8);
+    dtrain::DistOptions options;
+    options.root = size;
+    const std::string root = construct(model, options);
+    INFO(root);
+    CHECK(root.find("options.root " + std::to_string(size) + " is not a rank of the communicator of size " +
+                    std::to_string(size)) != std::string::npos);
+    options.root = -1;
+    CHECK(construct(model, options).find("options.root -1 is not a rank") != std::string::npos);
+
+    options = dtrain::DistOptions{};
+    options.accumulation_steps = 0;
+    const std::string accum = construct(model, options);
+    INFO(accum);
+    CHECK(accum.find("options.accumulation_steps must be at least 1, got 0") != std::string::npos);
+}
+
+TEST_CASE("Async: run() called from the worker loop and global_sum() on a master throw", "[dist][async]") {
+    if (world_size() < 2) return;
+    dtrain::Model<float> model = mlp(8);
+    AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::DistOptions{});
+    std::string nested;
+    double sum = 0.0;
+    opt.run([&] {
+        try {
+            opt.run([] {});
+        } catch (const dtrain::Error& e) {
+            nested = e.what();
+        }
+        sum = opt.global_sum(1.0);  // collective over the workers only
+    });
+    INFO(nested);
+    if (opt.is_worker()) {
+        CHECK(nested.find("run() is not reentrant") != std::string::npos);
+        CHECK(sum == double(opt.num_workers()));
+    } else {
+        CHECK(nested.empty());  // masters never run the worker loop
+        CHECK_THROWS_WITH(
+            opt.global_sum(1.0),
+            Catch::Contains("global_sum: rank " + std::to_string(world_rank()) + " is a master"));
+    }
 }

@@ -128,4 +128,8 @@ TEST_CASE("plan_shards by layer on a model with more masters than layers", "[dis
     CHECK(parts[1].size == 27);  // Dense(8, 3)
     CHECK(parts[2].size + parts[3].size + parts[4].size == 0);
     CHECK_THROWS_WITH(dtrain::shard_by_layer({{0, 3}, {4, 2}}, 2), Catch::Contains("contiguous"));
+    CHECK_THROWS_WITH(dtrain::shard_by_layer({{0, 3}, {3, 2}}, 0),
+                      Catch::Contains("shard_by_layer: need at least one part, got 0"));
+    CHECK_THROWS_WITH(dtrain::plan_shards(model, 0, dtrain::Sharding::ByLayer),
+                      Catch::Contains("shard_by_layer: need at least one part, got 0"));
 }

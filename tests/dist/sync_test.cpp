@@ -21,6 +21,7 @@
 #include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
 #include <dtrain/optim/adam.hpp>
+#include <dtrain/optim/schedule.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 
@@ -188,22 +189,31 @@ TEST_CASE("DistOptimizer training is deterministic and bitwise identical on ever
 }
 
 TEST_CASE(
-    "DistOptimizer's pipelined step (optimizer per bucket during the reductions) is bitwise the plain one",
+    "DistOptimizer's pipelined step (optimizer per bucket during the reductions) is bitwise the plain "
+    "one with whole-layer buckets, within 1e-6 with split layers",
     "[dist][sync]") {
-    // With overlap, step() updates bucket by bucket with step_range() while the next bucket is reduced,
-    // and (with bucket_bytes > 0) Dense computes its weight gradient in parts; without, it reduces
-    // everything and then calls step(). Ring's blocking and nonblocking reductions add in the same order
-    // and step_range() is bitwise step() (optim tests), so only the split GEMM may round differently:
-    // for SGD and for Adam (which also needs its step count to advance once per step, not per bucket).
+    // With overlap, step() updates bucket by bucket with step_range() while the next bucket is reduced;
+    // without, it reduces everything and then calls step(). Ring's blocking and nonblocking reductions add
+    // in the same order and step_range() is bitwise step() (optim tests), so with bucket_bytes = 0 (whole
+    // layers, no partial-gradient hook) the two are bitwise equal. With bucket_bytes > 0, Dense computes
+    // its weight gradient in parts with overlap, and the split GEMM may round differently. Both for SGD and
+    // for Adam (which also needs its step count to advance once per step, not per bucket).
     for (std::size_t bucket_bytes : {std::size_t(0), std::size_t(256)}) {
         INFO("bucket_bytes " << bucket_bytes);
         const auto a = train_dist<dtrain::Ring>(make_mlp, make_options(bucket_bytes, true, 1));
         const auto b = train_dist<dtrain::Ring>(make_mlp, make_options(bucket_bytes, false, 1));
-        CHECK(dtrain::test::max_rel_diff(a, b) <= 1e-6);
         const dtrain::Adam<float> adam(dtrain::AdamOptions().lr(0.01));
         const auto c = train_dist<dtrain::Ring>(make_mlp, make_options(bucket_bytes, true, 1), adam);
         const auto d = train_dist<dtrain::Ring>(make_mlp, make_options(bucket_bytes, false, 1), adam);
-        CHECK(dtrain::test::max_rel_diff(c, d) <= 1e-6);
+        REQUIRE(a.size() == b.size());
+        REQUIRE(c.size() == d.size());
+        if (bucket_bytes == 0) {
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(c.data(), d.data(), c.size() * sizeof(float)) == 0);
+        } else {
+            CHECK(dtrain::test::max_rel_diff(a, b) <= 1e-6);
+            CHECK(dtrain::test::max_rel_diff(c, d) <= 1e-6);
+        }
         CHECK(bitwise_equal_across_ranks(c));
         CHECK(dtrain::test::max_rel_diff(c, a) > 1e-3);  // Adam did something different from SGD
     }
@@ -211,12 +221,27 @@ TEST_CASE(
 
 TEST_CASE("DistOptimizer with the progress thread forced on and off gives the same result", "[dist][sync]") {
     // On a node with fewer than two CPUs per rank (CI machines) the progress thread is off by default;
-    // DTRAIN_PROGRESS_THREAD=1 forces it, so its code path is tested everywhere.
+    // DTRAIN_PROGRESS_THREAD=1 forces it whenever it can run at all (more than one rank and bucket,
+    // overlap, MPI_THREAD_MULTIPLE, which the test main requests), so at np >= 2 its code path runs here
+    // even on such machines; progress_thread() shows whether it was started.
     const auto o = make_options(256, true, 1);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    const bool can_run = dtrain::test::world_size() > 1 && provided == MPI_THREAD_MULTIPLE;
+    if (dtrain::test::world_size() > 1 && !can_run) WARN("MPI does not provide MPI_THREAD_MULTIPLE");
+    auto started = [](const dtrain::DistOptions& opts) {
+        Model<float> model = make_mlp(1);
+        dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, make_sgd(), opts);
+        return opt.progress_thread();
+    };
     ::setenv("DTRAIN_PROGRESS_THREAD", "1", 1);
+    CHECK(started(o) == can_run);
+    CHECK_FALSE(started(make_options(256, false, 1)));                  // no overlap: nothing to progress
+    CHECK_FALSE(started(make_options(std::size_t(1) << 20, true, 1)));  // one bucket: reduced by step()
     const auto with = train_dist<dtrain::Ring>(make_mlp, o);
     const auto with_collective = train_dist<dtrain::Collective>(make_cnn, make_options(0, true, 1));
     ::setenv("DTRAIN_PROGRESS_THREAD", "0", 1);
+    CHECK_FALSE(started(o));
     const auto without = train_dist<dtrain::Ring>(make_mlp, o);
     const auto without_collective = train_dist<dtrain::Collective>(make_cnn, make_options(0, true, 1));
     ::unsetenv("DTRAIN_PROGRESS_THREAD");
@@ -280,6 +305,89 @@ TEST_CASE("DistOptimizer throws on every rank when the models differ", "[dist][s
     CHECK(what.find("differs across ranks") != std::string::npos);
     CHECK(what.find("rank 0 has 58 parameters") != std::string::npos);
     CHECK(what.find("rank " + std::to_string(size - 1) + " has 65 parameters") != std::string::npos);
+}
+
+TEST_CASE("DistOptimizer throws on every rank when the models differ only in their layer layout",
+          "[dist][sync]") {
+    const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
+    if (size < 2) return;
+    // Same parameter count (51), state size (0) and layer count (3), different per-layer split: only the
+    // layout hash tells the models apart. The last rank builds the second one.
+    Model<float> model({4}, 1);
+    if (rank == size - 1)
+        model.add(dtrain::Dense<float>(4, 3)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(3, 9));
+    else
+        model.add(dtrain::Dense<float>(4, 6)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(6, 3));
+    REQUIRE(model.num_parameters() == 51);
+    std::string what;
+    try {
+        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, make_sgd());
+    } catch (const dtrain::Error& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find("the model differs across ranks") != std::string::npos);
+    const std::string same = " has 51 parameters, 0 state values, 3 layers (layout hash ";
+    CHECK(what.find("rank 0" + same) != std::string::npos);
+    CHECK(what.find("rank " + std::to_string(size - 1) + same) != std::string::npos);
+}
+
+TEST_CASE("DistOptimizer rejects accumulation_steps 0 and a root that is not a rank on every rank",
+          "[dist][sync]") {
+    const int size = dtrain::test::world_size();
+    Model<float> model = make_mlp(1);
+    using Opt = dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>>;
+    dtrain::DistOptions o;
+    o.accumulation_steps = 0;
+    CHECK_THROWS_WITH(Opt(model, make_sgd(), o), Catch::Contains("accumulation_steps must be >= 1, got 0"));
+    o = dtrain::DistOptions{};
+    o.root = size;
+    CHECK_THROWS_WITH(Opt(model, make_sgd(), o),
+                      Catch::Contains("root " + std::to_string(size) +
+                                      " is not a rank of a communicator of size " + std::to_string(size)));
+    o.root = -1;
+    CHECK_THROWS_WITH(Opt(model, make_sgd(), o), Catch::Contains("root -1 is not a rank"));
+    // Nothing was left half-done: a valid configuration still works.
+    CHECK_NOTHROW(Opt(model, make_sgd(), dtrain::DistOptions{}));
+}
+
+TEST_CASE(
+    "DistOptimizer keeps the root's step count of an optimizer without state, so the first update "
+    "uses the scheduled rate",
+    "[dist][sync]") {
+    const int rank = dtrain::test::world_rank();
+    // Plain SGD (no state slots) and SGD with momentum whose state was never sized: both are reset() to
+    // the model's size by the constructor, which must keep the step count set before wrapping.
+    for (double momentum : {0.0, 0.9}) {
+        INFO("momentum " << momentum);
+        Model<float> model = make_mlp(7 + std::uint64_t(rank));
+        dtrain::SGD<float> sgd(dtrain::SGDOptions().lr(0.5).momentum(momentum));
+        sgd.set_schedule(dtrain::Schedule::step_decay(5, 0.1));   // rate 0.5 for steps 0-4, 0.05 from 5
+        sgd.set_steps(rank == 0 ? 5 : std::uint64_t(50 + rank));  // the root's count must win
+        dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, std::move(sgd),
+                                                                    make_options(0, true, 1));
+        CHECK(opt.optimizer().steps() == 5);
+        CHECK(opt.optimizer().learning_rate() == Approx(0.05));
+        const std::vector<float> before(model.parameters().begin(), model.parameters().end());
+        const Batch b = global_batch(std::size_t(rank), kBatch, model.input_shape());
+        dtrain::SoftmaxCrossEntropy<float> loss;
+        Tensor<float> grad;
+        opt.zero_grad();
+        loss.compute(model.forward(b.x), b.y, grad);
+        model.backward(grad);
+        opt.step();
+        CHECK(opt.optimizer().steps() == 6);
+        // step() leaves the averaged gradient in model.gradients(). With steps() = 5 the momentum buffer
+        // (zero after reset) is not taken as fresh but 0.9 * 0 + g = g, so both variants update p -= lr g.
+        const auto g = model.gradients();
+        std::vector<float> expected(before.size());
+        for (std::size_t i = 0; i < before.size(); ++i)
+            expected[i] = before[i] - 0.05f * g[i];
+        const std::vector<float> after(model.parameters().begin(), model.parameters().end());
+        CHECK(dtrain::test::max_rel_diff(after, expected) <= 1e-6);
+        CHECK(dtrain::test::max_rel_diff(after, before) > 1e-4);  // the update is not negligible
+        CHECK(bitwise_equal_across_ranks(after));
+    }
 }
 
 TEST_CASE("DistOptimizer throws on every rank when the options differ", "[dist][sync]") {

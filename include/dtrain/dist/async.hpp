@@ -397,7 +397,8 @@ private:
         DTRAIN_CHECK(options_.root >= 0 && options_.root < size_, "DistOptimizer<Async>: options.root ",
                      options_.root, " is not a rank of the communicator of size ", size_);
         DTRAIN_CHECK(options_.accumulation_steps >= 1,
-                     "DistOptimizer<Async>: options.accumulation_steps must be at least 1");
+                     "DistOptimizer<Async>: options.accumulation_steps must be at least 1, got ",
+                     options_.accumulation_steps);
         for (std::size_t i = 0; i + 1 < pr.size(); ++i)
             DTRAIN_CHECK(pr[i].offset + pr[i].size == pr[i + 1].offset,
                          "DistOptimizer<Async>: parameter ranges are not contiguous");

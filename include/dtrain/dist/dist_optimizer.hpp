@@ -349,6 +349,10 @@ public:
     const DistOptions& options() const noexcept { return options_; }
     /// The gradient buckets, in reduction order (bucket 0 holds the last layers).
     const std::vector<Bucket>& buckets() const noexcept { return buckets_; }
+    /// True if this DistOptimizer runs a progress thread (more than one rank and bucket, overlap, MPI
+    /// provides MPI_THREAD_MULTIPLE, and DTRAIN_PROGRESS_THREAD=1 or, unset, enough CPUs per rank; see
+    /// detail::progress_thread_enabled()).
+    bool progress_thread() const noexcept { return progress_.joinable(); }
 
     /// Sum of `x` over all workers (e.g. a loss or a count of correct predictions). Collective.
     double global_sum(double x) { return detail::allreduce_double(x, comm_.mpi_comm()); }
