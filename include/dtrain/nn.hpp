@@ -3,7 +3,7 @@
 /// @file
 /// Neural-network building blocks: the Model, layers, losses, metrics and initialisers.
 ///
-/// Design note (composite layers such as a future Residual block): a layer owns no parameter memory and
+/// Design note (composite layers such as Residual): a layer owns no parameter memory and
 /// only keeps raw pointers set by bind(), so a composite can report the sum of its children's
 /// num_params()/num_state(), split its slice among them in its own bind(), forward init_params() to each
 /// child in order, and clone() them. Per-instance caches (Conv2d's column matrix, MaxPool2d's arg-max,
@@ -21,6 +21,7 @@
 #include <dtrain/nn/layers/dropout.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
+#include <dtrain/nn/layers/residual.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/nn/metrics.hpp>

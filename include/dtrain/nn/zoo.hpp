@@ -2,14 +2,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/batchnorm.hpp>
 #include <dtrain/nn/layers/conv2d.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
+#include <dtrain/nn/layers/residual.hpp>
 #include <dtrain/nn/model.hpp>
 
 /// The networks of dtrain's source documents, ready-made (like torchvision's models): each returns a fresh
@@ -52,6 +56,40 @@ Model<T> cifar_cnn(std::uint64_t seed = 0) {
         .add(Dense<T>(120, 84))
         .add(ReLU<T>())
         .add(Dense<T>(84, 10));
+    return m;
+}
+
+/// The Needle report's ResNet9 for 3x32x32 images (CIFAR-10), as in CMU 10-714's apps/models.py:
+/// ConvBN(3,16,k7,s4)-ConvBN(16,32,k3,s2)-Residual(ConvBN(32,32,k3,s1)-ConvBN(32,32,k3,s1))-
+/// ConvBN(32,64,k3,s2)-ConvBN(64,128,k3,s2)-Residual(ConvBN(128,128,k3,s1)-ConvBN(128,128,k3,s1))-
+/// Flatten-Dense(128,128)-ReLU-Dense(128,10), where ConvBN(a,b,k,s) = Conv2d(a, b, k, stride s,
+/// padding k/2, with bias)-BatchNorm2d(b)-ReLU. The feature maps shrink 32 -> 8 -> 4 -> 2 -> 1, so the
+/// residual blocks run at [32, 4, 4] and [128, 1, 1]. 431,946 parameters and 1,120 BatchNorm state values
+/// (Conv2d and Dense weights He uniform as Needle's kaiming_uniform; biases start at 0, where Needle's
+/// start uniform).
+template <class T = float>
+Model<T> resnet9(std::uint64_t seed = 0) {
+    // Appends ConvBN(a, b, k, s) to a Model or a Residual block.
+    auto conv_bn = [](auto& seq, std::size_t a, std::size_t b, std::size_t k, std::size_t s) {
+        seq.add(Conv2d<T>(a, b, k, s, k / 2)).add(BatchNorm2d<T>(b)).add(ReLU<T>());
+    };
+    Model<T> m({3, 32, 32}, seed);
+    conv_bn(m, 3, 16, 7, 4);
+    conv_bn(m, 16, 32, 3, 2);
+    Residual<T> r1;
+    conv_bn(r1, 32, 32, 3, 1);
+    conv_bn(r1, 32, 32, 3, 1);
+    m.add(std::move(r1));
+    conv_bn(m, 32, 64, 3, 2);
+    conv_bn(m, 64, 128, 3, 2);
+    Residual<T> r2;
+    conv_bn(r2, 128, 128, 3, 1);
+    conv_bn(r2, 128, 128, 3, 1);
+    m.add(std::move(r2));
+    m.add(Flatten<T>())
+        .add(Dense<T>(128, 128, Init::HeUniform))
+        .add(ReLU<T>())
+        .add(Dense<T>(128, 10, Init::HeUniform));
     return m;
 }
 

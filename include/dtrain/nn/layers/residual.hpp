@@ -1,0 +1,283 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/model.hpp>
+
+namespace dtrain {
+
+/// A residual block (skip connection, Needle's nn.Residual, ResNet's identity shortcut): out = f(x) + x,
+/// where f is a sequence of child layers added with add(), the way a Model is built:
+///
+/// \code
+/// model.add(Residual<float>()
+///               .add(Conv2d<float>(32, 32, 3, 1, 1)).add(BatchNorm2d<float>(32)).add(ReLU<float>())
+///               .add(Conv2d<float>(32, 32, 3, 1, 1)).add(BatchNorm2d<float>(32)).add(ReLU<float>()));
+/// \endcode
+///
+/// The block is one layer of its Model, so its parameters, gradients and state are each ONE contiguous
+/// slice of the model's flat buffers: the children's slices follow each other in order (child 0 first),
+/// and bind() splits the block's slices among them (parameter_ranges() and state_ranges() give each
+/// child's range relative to the block's slice). init_params() initialises the children in order, so
+/// they draw from the model's generator exactly as if they had been added to the model directly.
+///
+/// Shapes: the children's input shapes follow from the block's input shape, as in a Model; output_shape()
+/// (called by Model::add()) checks every child and that f keeps the input's shape, which the skip
+/// connection needs, and throws dtrain::Error naming the block and the shapes otherwise. The block holds
+/// the children's outputs and input gradients, sized on the first batch and reused (no allocation while
+/// the batch shape is steady). Children may be any layers, including nested Residual blocks.
+///
+/// Partial gradient reports: when the model asks for them (grad_chunk() is not 0), the children's own
+/// reports are forwarded with their offsets in the block's slice, and after each child's backward() the
+/// rest of its slice is reported, so the final part grows from the end of the block's slice to its start.
+///
+/// Copying a block clones its children (a copy is unbound until a Model binds it); layers cannot be added
+/// once the block is bound to a model.
+///
+/// @tparam T float or double.
+template <class T = float>
+class Residual final : public Layer<T> {
+public:
+    /// An empty block; add at least one layer before adding the block to a model.
+    Residual() = default;
+
+    /// Deep copy of the configuration: clones every child; the copy is unbound (its parameter values
+    /// come from the Model that binds it).
+    Residual(const Residual& other)
+        : Layer<T>(other),
+          param_ranges_(other.param_ranges_),
+          state_ranges_(other.state_ranges_),
+          num_params_(other.num_params_),
+          num_state_(other.num_state_) {
+        children_.reserve(other.children_.size());
+        for (const auto& c : other.children_)
+            children_.push_back(c->clone());
+        acts_.resize(children_.size());
+        dacts_.resize(children_.size());
+    }
+
+    /// Move: takes the children (and their bindings).
+    Residual(Residual&&) noexcept = default;
+
+    /// Copy assignment (copy-and-swap); the result is unbound.
+    Residual& operator=(const Residual& other) {
+        if (this != &other) {
+            Residual tmp(other);
+            *this = std::move(tmp);
+        }
+        return *this;
+    }
+
+    /// Move assignment.
+    Residual& operator=(Residual&&) noexcept = default;
+
+    ~Residual() override = default;
+
+    /// Appends a layer to f (taken by value, e.g. block.add(ReLU<float>())); returns the block so calls
+    /// chain. Throws once the block is bound to a model.
+    template <class L, class = std::enable_if_t<std::is_base_of_v<Layer<T>, std::decay_t<L>>>>
+    Residual& add(L&& layer) & {
+        return add(std::unique_ptr<Layer<T>>(new std::decay_t<L>(std::forward<L>(layer))));
+    }
+
+    /// Appends a layer to a temporary block, so `Residual<T>().add(a).add(b)` can be moved into a Model.
+    template <class L, class = std::enable_if_t<std::is_base_of_v<Layer<T>, std::decay_t<L>>>>
+    Residual&& add(L&& layer) && {
+        add(std::unique_ptr<Layer<T>>(new std::decay_t<L>(std::forward<L>(layer))));
+        return std::move(*this);
+    }
+
+    /// Appends a heap-allocated layer; see add(L&&).
+    Residual& add(std::unique_ptr<Layer<T>> layer) & {
+        DTRAIN_CHECK(layer != nullptr, "Residual::add: null layer");
+        DTRAIN_CHECK(!bound_, name(), "::add: cannot add ", layer->name(),
+                     " to a block that is already part of a model (its slice of the flat buffers is fixed)");
+        param_ranges_.push_back(Range{num_params_, layer->num_params()});
+        state_ranges_.push_back(Range{num_state_, layer->num_state()});
+        num_params_ += layer->num_params();
+        num_state_ += layer->num_state();
+        children_.push_back(std::move(layer));
+        acts_.resize(children_.size());
+        dacts_.resize(children_.size());
+        return *this;
+    }
+
+    /// Appends a heap-allocated layer to a temporary block; see add(L&&).
+    Residual&& add(std::unique_ptr<Layer<T>> layer) && {
+        add(std::move(layer));
+        return std::move(*this);
+    }
+
+    /// "Residual(child, child, ...)" with the children's names.
+    std::string name() const override {
+        std::string s = "Residual(";
+        for (std::size_t i = 0; i < children_.size(); ++i)
+            s += (i ? ", " : "") + children_[i]->name();
+        return s + ")";
+    }
+
+    /// Checks every child in turn and that f(x) has the shape of x; returns `input`.
+    Shape output_shape(const Shape& input) const override {
+        DTRAIN_CHECK(!children_.empty(), name(),
+                     ": the block has no layers; add at least one (out = f(x) + x)");
+        Shape s = input;
+        for (std::size_t i = 0; i < children_.size(); ++i) {
+            try {
+                s = children_[i]->output_shape(s);
+            } catch (const Error& e) {
+                throw Error(detail::concat(name(), ": layer ", i, " of the block does not fit: ", e.what()));
+            }
+        }
+        DTRAIN_CHECK(s == input, name(),
+                     ": the skip connection adds f(x) to x, so f must keep the shape, but "
+                     "input [batch, ",
+                     detail::shape_str(input).substr(1), " gives f(x) of shape [batch, ",
+                     detail::shape_str(s).substr(1));
+        return input;
+    }
+
+    /// Sum of the children's parameters.
+    std::size_t num_params() const override { return num_params_; }
+    /// Sum of the children's state values.
+    std::size_t num_state() const override { return num_state_; }
+
+    /// Splits the block's slices among the children (child 0 first).
+    void bind(T* params, T* grads, T* state) override {
+        for (std::size_t i = 0; i < children_.size(); ++i) {
+            const Range& p = param_ranges_[i];
+            const Range& s = state_ranges_[i];
+            children_[i]->bind(params == nullptr ? nullptr : params + p.offset,
+                               grads == nullptr ? nullptr : grads + p.offset,
+                               state == nullptr ? nullptr : state + s.offset);
+        }
+        bound_ = true;
+    }
+
+    /// Initialises the children in order from `rng`.
+    void init_params(Rng& rng) override {
+        for (auto& c : children_)
+            c->init_params(rng);
+    }
+
+    /// Runs the children on `in`, keeping their outputs, and writes f(in) + in into `out`.
+    void forward(const Tensor<T>& in, Tensor<T>& out, bool training) override {
+        DTRAIN_CHECK(!children_.empty(), name(),
+                     ": the block has no layers; add at least one (out = f(x) + x)");
+        const Tensor<T>* x = &in;
+        for (std::size_t i = 0; i < children_.size(); ++i) {
+            children_[i]->forward(*x, acts_[i], training);
+            x = &acts_[i];
+        }
+        const Tensor<T>& f = acts_.back();
+        DTRAIN_CHECK(f.shape() == in.shape(), name(), ": the skip connection adds f(x) to x, but input ",
+                     detail::shape_str(in.shape()), " gives f(x) of shape ", detail::shape_str(f.shape()));
+        ensure_shape(out, in.shape());
+        const T* a = f.data();
+        const T* b = in.data();
+        T* y = out.data();
+        const std::size_t n = in.size();
+        for (std::size_t k = 0; k < n; ++k)
+            y[k] = a[k] + b[k];
+    }
+
+    /// Back-propagates through the children (last first), adding their parameter gradients into their
+    /// slices; dLoss/din = f's input gradient + grad_out (the skip path).
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        const std::size_t chunk = this->grad_chunk();
+        ready_from_ = num_params_;
+        const Tensor<T>* g = &grad_out;
+        for (std::size_t i = children_.size(); i-- > 0;) {
+            Layer<T>& c = *children_[i];
+            if (chunk > 0) {
+                running_ = i;
+                c.set_grad_progress(GradProgress{&Residual::child_report, this, chunk});
+            } else {
+                c.set_grad_progress(GradProgress{});
+            }
+            Tensor<T>& gin = i == 0 ? grad_in : dacts_[i];
+            c.backward(i == 0 ? in : acts_[i - 1], acts_[i], *g, gin, i > 0 || need_grad_in);
+            const Range& r = param_ranges_[i];
+            if (chunk > 0 && ready_from_ > r.offset) {  // the rest of child i's slice is final now
+                this->report_grads_ready(r.offset, ready_from_);
+                ready_from_ = r.offset;
+            }
+            g = &gin;
+        }
+        if (!need_grad_in) return;
+        ensure_shape(grad_in, in.shape());
+        const T* d = grad_out.data();
+        T* gi = grad_in.data();
+        const std::size_t n = grad_in.size();
+        for (std::size_t k = 0; k < n; ++k)
+            gi[k] += d[k];
+    }
+
+    /// Appends the children's state outside the flat buffers (e.g. a Dropout child's generator), child 0
+    /// first.
+    void save_extra_state(std::vector<std::uint64_t>& out) const override {
+        for (const auto& c : children_)
+            c->save_extra_state(out);
+    }
+
+    /// Restores what save_extra_state() appended, child 0 first, advancing `in` past it.
+    void load_extra_state(Span<const std::uint64_t>& in) override {
+        for (auto& c : children_)
+            c->load_extra_state(in);
+    }
+
+    /// A new, unbound block with clones of the children.
+    std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Residual>(*this); }
+
+    /// Number of child layers.
+    std::size_t num_layers() const { return children_.size(); }
+    /// Child `i` (checked).
+    Layer<T>& layer(std::size_t i) {
+        DTRAIN_CHECK(i < children_.size(), "Residual::layer: index ", i, " out of range (", children_.size(),
+                     " layers)");
+        return *children_[i];
+    }
+    /// Child `i` (checked), read-only.
+    const Layer<T>& layer(std::size_t i) const {
+        DTRAIN_CHECK(i < children_.size(), "Residual::layer: index ", i, " out of range (", children_.size(),
+                     " layers)");
+        return *children_[i];
+    }
+    /// Where child i's parameters and gradients sit in the block's slices (offsets relative to them).
+    const std::vector<Range>& parameter_ranges() const { return param_ranges_; }
+    /// Where child i's state sits in the block's state slice (offsets relative to it).
+    const std::vector<Range>& state_ranges() const { return state_ranges_; }
+
+private:
+    // GradProgress::fn of the children: a report of the running child, moved to the block's slice.
+    static void child_report(void* self, std::size_t begin, std::size_t end) {
+        auto* r = static_cast<Residual*>(self);
+        const std::size_t offset = r->param_ranges_[r->running_].offset;
+        if (offset + end == r->ready_from_) r->ready_from_ = offset + begin;
+        r->report_grads_ready(offset + begin, offset + end);
+    }
+
+    std::vector<std::unique_ptr<Layer<T>>> children_;
+    std::vector<Range> param_ranges_;  // child i's parameter range in the block's slice
+    std::vector<Range> state_ranges_;  // child i's state range in the block's state slice
+    std::size_t num_params_ = 0;
+    std::size_t num_state_ = 0;
+    std::vector<Tensor<T>> acts_;   // acts_[i] = output of child i
+    std::vector<Tensor<T>> dacts_;  // dacts_[i] = gradient w.r.t. the input of child i (i > 0)
+    bool bound_ = false;
+    std::size_t running_ = 0;     // child whose backward() is running (for its reports)
+    std::size_t ready_from_ = 0;  // the block's gradients from here to the end are final (reports only)
+};
+
+}  // namespace dtrain
