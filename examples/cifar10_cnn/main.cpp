@@ -1,7 +1,9 @@
-// cifar10_cnn: the course report's CNN on CIFAR-10, trained data-parallel over MPI ranks.
+// cifar10_cnn: the course report's CNN (or, with --model resnet9, the Needle report's ResNet9) on
+// CIFAR-10, trained data-parallel over MPI ranks.
 //
 //   mpiexec.mpich -n 2 ./cifar10_cnn --data /path/to/cifar-10-batches-bin
 //   mpiexec.mpich -n 2 ./cifar10_cnn --synthetic --epochs 2      # no data set needed
+//   mpiexec.mpich -n 2 ./cifar10_cnn --model resnet9 --synthetic  # ResNet9 with Adam(lr 0.001, wd 0.001)
 //
 // Reads the CIFAR-10 binary version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin) from a
 // directory; --synthetic generates CIFAR-shaped images of ten learnable classes instead, so the program
@@ -75,23 +77,43 @@ int main(int argc, char** argv) {
     std::size_t train_limit = 0, test_limit = 0;
     double momentum = 0.9, weight_decay = 5e-4;
     bool augment = false, use_synthetic = false;
+    std::string model_name = "cnn", optimizer = "auto";
     dtrain::CommandLine cli(
         "cifar10_cnn",
         "Trains the course report's CNN (Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-\n"
         "Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10), with a Flatten before the first Dense) on\n"
-        "CIFAR-10, data-parallel over the MPI ranks. Download the binary version from\n"
-        "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and extract it; pass the directory\n"
-        "cifar-10-batches-bin with --data. --synthetic needs no data set.");
+        "CIFAR-10, data-parallel over the MPI ranks; --model resnet9 trains the Needle report's ResNet9\n"
+        "(zoo::resnet9, two residual blocks) with Adam(lr 0.001, weight decay 0.001) instead. Download the\n"
+        "binary version from https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and extract it; pass\n"
+        "the directory cifar-10-batches-bin with --data. --synthetic needs no data set.");
     example::add_common_flags(cli, f);
+    cli.add("model", model_name, "network: the course report's CNN or the Needle report's ResNet9")
+        .choices({"cnn", "resnet9"});
+    cli.add("optimizer", optimizer,
+            "auto = sgd for cnn, adam for resnet9; unless given, --lr and --weight-decay are 0.01 and "
+            "5e-4 with sgd, 0.001 and 0.001 with adam")
+        .choices({"auto", "sgd", "adam"});
     cli.add("data", data, "directory of the CIFAR-10 binary batches").metavar("DIR");
     cli.add("synthetic", use_synthetic, "train on generated CIFAR-shaped images instead of the data set");
     cli.add("train-limit", train_limit, "use only the first N training images (0 = all; synthetic: 5000)");
     cli.add("test-limit", test_limit, "use only the first N test images (0 = all; synthetic: 1000)");
-    cli.add("momentum", momentum, "SGD momentum").at_least(0.0).at_most(0.999);
-    cli.add("weight-decay", weight_decay, "SGD weight decay (L2)").at_least(0.0);
+    cli.add("momentum", momentum, "SGD momentum (sgd only)").at_least(0.0).at_most(0.999);
+    cli.add("weight-decay", weight_decay, "weight decay (L2, added to the gradient)").at_least(0.0);
     cli.add("augment", augment, "augment training images: random crop after 4-pixel padding, random flip");
     const int status = example::parse_flags(cli, f, argc, argv);
     if (status != example::keep_going) return status;
+    // The optimizer each source document used: SGD for the course report's CNN, Adam for the Needle
+    // report's ResNet9; --lr and --weight-decay default to that optimizer's settings unless given.
+    if (optimizer == "auto") optimizer = model_name == "resnet9" ? "adam" : "sgd";
+    if (optimizer == "adam") {
+        if (!cli.given("lr")) f.lr = 0.001;
+        if (!cli.given("weight-decay")) weight_decay = 0.001;
+        if (cli.given("momentum")) {
+            if (env.rank() == 0)
+                std::cerr << "cifar10_cnn: error: command line: --momentum applies to --optimizer sgd only\n";
+            return 2;
+        }
+    }
 
     dtrain::Dataset train, test;
     try {
@@ -113,6 +135,17 @@ int main(int argc, char** argv) {
         }
         DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
                      " training images cannot be divided among ", env.size(), " ranks");
+        if (model_name == "resnet9") {
+            // BatchNorm2d(128) sees 1x1 feature maps, so it needs two samples in every training batch.
+            const std::size_t workers = std::size_t(f.comm == "async" ? env.size() - f.masters : env.size());
+            const std::size_t shard = (train.size() + workers - 1) / workers;
+            DTRAIN_CHECK(
+                f.batch_size > 1 && shard % f.batch_size != 1,
+                "ResNet9 normalises 1x1 feature maps (its last BatchNorm2d layers), so every training "
+                "batch needs at least 2 samples, but ",
+                shard, " samples per worker in batches of ", f.batch_size,
+                " leave a batch of 1: change --batch-size or --train-limit");
+        }
     } catch (const dtrain::Error& e) {
         if (env.rank() == 0) std::cerr << "cifar10_cnn: error: " << e.what() << "\n";
         return 2;
@@ -122,12 +155,16 @@ int main(int argc, char** argv) {
     norm.apply(train.features);
     norm.apply(test.features);
 
-    dtrain::Model<float> model = dtrain::zoo::cifar_cnn<float>(f.seed);
+    const bool resnet9 = model_name == "resnet9";
+    dtrain::Model<float> model =
+        resnet9 ? dtrain::zoo::resnet9<float>(f.seed) : dtrain::zoo::cifar_cnn<float>(f.seed);
     if (env.rank() == 0) {
-        std::printf(
-            "cifar10_cnn: %s; SGD lr %g momentum %g weight decay %g, batch %zu per rank, %d epochs%s\n",
-            train.source.c_str(), f.lr, momentum, weight_decay, f.batch_size, f.epochs,
-            augment ? ", augmented" : "");
+        const std::string opt_text = optimizer == "adam"
+                                         ? dtrain::detail::concat("Adam lr ", f.lr)
+                                         : dtrain::detail::concat("SGD lr ", f.lr, " momentum ", momentum);
+        std::printf("cifar10_cnn: %s%s; %s weight decay %g, batch %zu per rank, %d epochs%s\n",
+                    resnet9 ? "ResNet9 on " : "", train.source.c_str(), opt_text.c_str(), weight_decay,
+                    f.batch_size, f.epochs, augment ? ", augmented" : "");
         model.summary(std::cout);
     }
 
@@ -138,10 +175,14 @@ int main(int argc, char** argv) {
         setup.augment.horizontal_flip = true;
     }
     const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
+    const auto adam = dtrain::AdamOptions().lr(f.lr).weight_decay(weight_decay);
     const auto result = example::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
-        return example::train_classifier<Policy>(model, dtrain::SGD<float>(sgd),
-                                                 dtrain::SoftmaxCrossEntropy<float>(), train, test, f, setup);
+        const dtrain::SoftmaxCrossEntropy<float> loss;
+        if (optimizer == "adam")
+            return example::train_classifier<Policy>(model, dtrain::Adam<float>(adam), loss, train, test, f,
+                                                     setup);
+        return example::train_classifier<Policy>(model, dtrain::SGD<float>(sgd), loss, train, test, f, setup);
     });
     return example::accuracy_status(f, result);
 }
