@@ -39,6 +39,8 @@ struct CommonFlags {
     std::size_t steps = 0;
     bool eval = true;
     double min_accuracy = -1.0;
+    std::string checkpoint;
+    std::size_t checkpoint_every = 0;
 };
 
 /// Declares the common flags on `cli`, bound to `f` (whose values are the defaults shown by --help).
@@ -63,6 +65,12 @@ inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
     cli.add("eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");
     cli.add("min-accuracy", f.min_accuracy, "exit with status 3 when the final test accuracy is below this")
         .metavar("X");
+    cli.add("checkpoint", f.checkpoint,
+            "resume from this checkpoint if it exists; write it after every epoch (synchronous policies)")
+        .metavar("PATH");
+    cli.add("checkpoint-every", f.checkpoint_every,
+            "also write the checkpoint every N steps (0 = per epoch only)")
+        .metavar("N");
 }
 
 /// Tag carrying a communicator policy type.
@@ -116,6 +124,11 @@ inline int parse_flags(dtrain::CommandLine& cli, const CommonFlags& f, int argc,
                      f.masters + 1, " or more), got ", size);
         DTRAIN_CHECK(f.comm == "async" || (!cli.given("masters") && !cli.given("staleness")),
                      "command line: --masters and --staleness apply to --comm async only");
+        DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
+                     "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
+                     "the async masters hold the optimizer state");
+        DTRAIN_CHECK(f.checkpoint_every == 0 || !f.checkpoint.empty(),
+                     "command line: --checkpoint-every needs --checkpoint PATH");
         dtrain::set_blas_threads(f.threads);
     } catch (const dtrain::Error& e) {
         if (rank == 0) std::cerr << cli_name(argv) << ": error: " << e.what() << "\n";
@@ -185,7 +198,17 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     auto& tl = dtrain::timeline();
     if (!f.timeline.empty()) tl.enable(std::size_t(1) << 18, MPI_COMM_WORLD);
 
+    // Resuming: every rank restores the checkpoint rank 0 reads, before DistOptimizer broadcasts it.
+    dtrain::TrainingPosition start;
+    const bool resume = !f.checkpoint.empty() && dtrain::checkpoint_exists(f.checkpoint);
+    if (resume) start = dtrain::load_checkpoint(f.checkpoint, model, opt);
     dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options(f));
+    auto save = [&](const dtrain::TrainingPosition& at) {
+        if constexpr (dtrain::is_communicator_v<Policy>) {
+            dtrain::TimelineScope s("checkpoint", "io");
+            dtrain::save_checkpoint(f.checkpoint, dopt, at);
+        }
+    };
     const bool printer = dopt.is_worker() && dopt.worker_rank() == 0;
     const bool live = f.progress == "on" || (f.progress == "auto" && dtrain::stdout_is_terminal());
     dtrain::ProgressBar bar(std::cout, printer && live);
@@ -201,6 +224,15 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                     (f.staleness < 0 ? std::string("unbounded") : std::to_string(f.staleness)) + ")";
         std::printf("%d rank(s), communicator %s; batch %zu per worker; %zu training / %zu test samples\n",
                     world_size(), comm.c_str(), f.batch_size, train.size(), test.size());
+        if (resume)
+            std::printf("resuming from %s at epoch %llu, batch %llu (step %llu)\n", f.checkpoint.c_str(),
+                        static_cast<unsigned long long>(start.epoch + 1),
+                        static_cast<unsigned long long>(start.batch),
+                        static_cast<unsigned long long>(start.step));
+        if (resume && start.epoch >= std::uint64_t(f.epochs))
+            std::printf(
+                "the checkpoint has already completed %llu epoch(s) of --epochs %d: nothing to train\n",
+                static_cast<unsigned long long>(start.epoch), f.epochs);
         std::fflush(stdout);
     }
 
@@ -219,8 +251,10 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
         const auto test_part = test.size() >= std::size_t(wn) ? dtrain::eval_shard(test.size(), wr, wn)
                                                               : std::vector<std::size_t>{};
         dtrain::Tensor<float> grad;
-        for (int epoch = 1; epoch <= f.epochs; ++epoch) {
-            loader.start_epoch(std::uint64_t(epoch - 1));
+        std::uint64_t step = start.step;
+        for (int epoch = int(start.epoch) + 1; epoch <= f.epochs; ++epoch) {
+            const std::size_t first = std::uint64_t(epoch - 1) == start.epoch ? std::size_t(start.batch) : 0;
+            loader.seek(std::uint64_t(epoch - 1), first);
             std::size_t batches = loader.batches_per_epoch();
             if (f.steps > 0) batches = std::min(batches, f.steps);
             bar.start(std::size_t(epoch), std::size_t(f.epochs), batches);
@@ -231,7 +265,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             PassTotals tr;
             model.train();
             const double t0 = MPI_Wtime();
-            for (std::size_t b = 0; b < batches; ++b) {
+            for (std::size_t b = first; b < batches; ++b) {
                 {
                     dtrain::TimelineScope s("data", "data");
                     if (!loader.next()) break;
@@ -254,6 +288,9 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                     dtrain::TimelineScope s("step", "optim");
                     dopt.step();
                 }
+                ++step;
+                if (f.checkpoint_every > 0 && step % f.checkpoint_every == 0 && b + 1 < batches)
+                    save({std::uint64_t(epoch - 1), b + 1, step});
                 const double n = double(y.size());
                 tr.loss_sum += l * n;
                 tr.correct += correct;
@@ -306,6 +343,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                 std::fflush(stdout);
             }
             csv.row({double(epoch), train_loss, train_acc, test_loss, test_acc, max_times[1], rate});
+            if (!f.checkpoint.empty()) save({std::uint64_t(epoch), 0, step});
         }
     };
 
