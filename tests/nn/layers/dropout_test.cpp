@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/dropout.hpp>
@@ -93,4 +95,42 @@ TEST_CASE("Dropout: gradients in train mode with a fixed mask", "[nn][dropout][g
         zero_rows += m.gradients()[o * 6] == 0.0 ? 1 : 0;
     CHECK(zero_rows > 0);
     CHECK(zero_rows < 10);
+}
+
+TEST_CASE("Dropout: saved extra state restores the mask stream; too little state is an error",
+          "[nn][dropout]") {
+    Rng rng(3);
+    const Tensor<float> x = random_tensor<float>({4, 16}, rng, 1, 2);
+    Dropout<float> a(0.5, 42), b(0.5, 99);
+    Tensor<float> ya, yb;
+    a.forward(x, ya, true);  // advance a's stream
+    std::vector<std::uint64_t> words;
+    a.save_extra_state(words);
+    CHECK(words.size() == Rng::state_words);
+    dtrain::Span<const std::uint64_t> in(words.data(), words.size());
+    b.load_extra_state(in);
+    CHECK(in.empty());  // the cursor moved past b's words
+    a.forward(x, ya, true);
+    b.forward(x, yb, true);
+    CHECK(dtrain::test::max_rel_diff(ya, yb) == 0.0);
+
+    dtrain::Span<const std::uint64_t> short_in(words.data(), 3);
+    CHECK_THROWS_WITH(b.load_extra_state(short_in),
+                      Catch::Contains("Dropout(0.5): extra state needs 6 words, got 3"));
+}
+
+TEST_CASE("Model: extra_state() collects every layer's, set_extra_state() checks the count",
+          "[nn][dropout]") {
+    Model<float> m({4}, 1);
+    m.add(Dropout<float>(0.2, 1)).add(dtrain::Dense<float>(4, 4)).add(Dropout<float>(0.3, 2));
+    const auto words = m.extra_state();
+    CHECK(words.size() == 2 * Rng::state_words);
+    Model<float> other({4}, 1);
+    other.add(Dropout<float>(0.2, 5)).add(dtrain::Dense<float>(4, 4)).add(Dropout<float>(0.3, 6));
+    other.set_extra_state(dtrain::Span<const std::uint64_t>(words.data(), words.size()));
+    CHECK(other.extra_state() == words);
+    std::vector<std::uint64_t> longer = words;
+    longer.push_back(0);
+    CHECK_THROWS_WITH(other.set_extra_state(dtrain::Span<const std::uint64_t>(longer.data(), longer.size())),
+                      Catch::Contains("1 words left over"));
 }
