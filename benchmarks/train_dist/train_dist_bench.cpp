@@ -428,25 +428,47 @@ void bench_overhead(const Setup& s, int pairs, int rounds, bool control) {
     std::fflush(stdout);
 }
 
+/// The three sides that bench_compare and bench_budget time against each other on identical models and
+/// data: the bare local step, and DistOptimizer<Comm> without and with overlap.
+template <class Comm>
+struct CompareSides {
+    Side bare;
+    DistRun<Comm> plain, overlapped;
+
+    CompareSides(const Setup& s, std::size_t bucket_bytes, int rank)
+        : bare(s, rank),
+          plain(s, options(bucket_bytes, false), rank),
+          overlapped(s, options(bucket_bytes, true), rank) {}
+
+    /// A few untimed steps of each side.
+    void warm_up(const Setup& s) {
+        for (int i = 0; i < std::max(3, s.steps / 5); ++i) {
+            bare.bare_step();
+            plain.step();
+            overlapped.step();
+        }
+    }
+
+private:
+    static dtrain::DistOptions options(std::size_t bucket_bytes, bool overlap) {
+        dtrain::DistOptions o;
+        o.bucket_bytes = bucket_bytes;
+        o.overlap = overlap;
+        return o;
+    }
+};
+
 /// Any number of ranks: alternating repetitions of (a) the bare local step on every rank (no communication),
 /// (b) DistOptimizer<Comm> without and (c) with overlap, on identical models and data; prints the medians of
 /// the per-round time ratios, so slow machine-load drifts cancel. bare/dist is the in-process scaling
 /// efficiency (every rank computes concurrently in (a) too, so memory-bandwidth sharing is factored out).
 template <class Comm>
 void bench_compare(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
-    Side bare(s, rank);
-    auto bare_step = [&] { bare.bare_step(); };
-    dtrain::DistOptions o;
-    o.bucket_bytes = bucket_bytes;
-    o.overlap = false;
-    DistRun<Comm> plain(s, o, rank);
-    o.overlap = true;
-    DistRun<Comm> overlapped(s, o, rank);
-    for (int i = 0; i < std::max(3, s.steps / 5); ++i) {
-        bare_step();
-        plain.step();
-        overlapped.step();
-    }
+    CompareSides<Comm> sides(s, bucket_bytes, rank);
+    auto& plain = sides.plain;
+    auto& overlapped = sides.overlapped;
+    auto bare_step = [&] { sides.bare.bare_step(); };
+    sides.warm_up(s);
     std::vector<double> eff0, eff1, gain, bare_rates;
     for (int r = 0; r < s.reps; ++r) {
         const double b = time_reps(bare_step, s, size, 1)[0];
@@ -514,25 +536,18 @@ double all_seconds_per_step(Step&& step, int steps) {
 ///   slowest rank at every step, interference between compute and communication, and any overlap gain).
 template <class Comm>
 void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
-    Side bare(s, rank);
-    auto bare_step = [&] { bare.bare_step(); };
-    dtrain::DistOptions o;
-    o.bucket_bytes = bucket_bytes;
-    o.overlap = false;
-    DistRun<Comm> plain(s, o, rank);
-    o.overlap = true;
-    DistRun<Comm> overlapped(s, o, rank);
+    CompareSides<Comm> sides(s, bucket_bytes, rank);
+    auto& plain = sides.plain;
+    auto& overlapped = sides.overlapped;
+    auto bare_step = [&] { sides.bare.bare_step(); };
     std::vector<float> zeros(plain.model.num_parameters(), 0.0f);
     auto reduce_step = [&] {
         for (const dtrain::Bucket& b : plain.opt->buckets())
             plain.opt->comm().allreduce_sum(dtrain::Span<float>(zeros.data() + b.offset, b.size));
     };
-    for (int i = 0; i < std::max(3, s.steps / 5); ++i) {
-        bare_step();
+    for (int i = 0; i < std::max(3, s.steps / 5); ++i)
         reduce_step();
-        plain.step();
-        overlapped.step();
-    }
+    sides.warm_up(s);
     std::vector<double> eff0, eff1, ceiling, comm, bound, residual, t1s, treds;
     for (int r = 0; r < s.reps; ++r) {
         // Alternate the order of the measurements between rounds so drifts within a round cancel.

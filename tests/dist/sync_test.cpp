@@ -80,6 +80,18 @@ dtrain::SGD<float> make_sgd() {
     return dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9));
 }
 
+/// The message of the dtrain::Error that constructing DistOptimizer<Comm, SGD<float>> over `model` with
+/// `options` throws on this rank ("" when it does not throw).
+template <class Comm = dtrain::Collective>
+std::string construction_error(Model<float>& model, const dtrain::DistOptions& options = {}) {
+    try {
+        dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(model, make_sgd(), options);
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
 constexpr std::size_t kSteps = 20;
 constexpr std::size_t kBatch = 4;  // per rank and per backward pass
 
@@ -295,12 +307,7 @@ TEST_CASE("DistOptimizer throws on every rank when the models differ", "[dist][s
     const std::size_t hidden = rank == size - 1 ? 9 : 8;
     Model<float> model({4}, 1);
     model.add(dtrain::Dense<float>(4, hidden)).add(dtrain::Dense<float>(hidden, 2));
-    std::string what;
-    try {
-        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, make_sgd());
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    const std::string what = construction_error(model);
     INFO(what);
     CHECK(what.find("differs across ranks") != std::string::npos);
     CHECK(what.find("rank 0 has 58 parameters") != std::string::npos);
@@ -319,12 +326,7 @@ TEST_CASE("DistOptimizer throws on every rank when the models differ only in the
     else
         model.add(dtrain::Dense<float>(4, 6)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(6, 3));
     REQUIRE(model.num_parameters() == 51);
-    std::string what;
-    try {
-        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, make_sgd());
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    const std::string what = construction_error(model);
     INFO(what);
     CHECK(what.find("the model differs across ranks") != std::string::npos);
     const std::string same = " has 51 parameters, 0 state values, 3 layers (layout hash ";
@@ -396,12 +398,7 @@ TEST_CASE("DistOptimizer throws on every rank when the options differ", "[dist][
     Model<float> model = make_mlp(1);
     dtrain::DistOptions o;
     o.accumulation_steps = rank == 1 ? 2 : 1;
-    std::string what;
-    try {
-        dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, make_sgd(), o);
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    const std::string what = construction_error<dtrain::Ring>(model, o);
     INFO(what);
     CHECK(what.find("options differ across ranks") != std::string::npos);
     const std::string expected = "rank 1 has bucket_bytes " +
