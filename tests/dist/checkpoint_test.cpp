@@ -206,6 +206,15 @@ TEST_CASE("checkpoint errors name the file and the problem on every rank", "[che
         CHECK_THROWS_WITH(dtrain::load_checkpoint(path, no_dropout, a2),
                           Catch::Contains("6 words of the layers' extra state, this model's layers have 0"));
     }
+    SECTION("a root that is not a rank") {
+        const int size = dtrain::world_size();
+        const std::string msg = "root " + std::to_string(size) + " is not a rank of a communicator of size " +
+                                std::to_string(size);
+        CHECK_THROWS_WITH(dtrain::save_checkpoint(path, model, adam, {}, MPI_COMM_WORLD, size),
+                          Catch::Contains("save_checkpoint: " + msg));
+        CHECK_THROWS_WITH(dtrain::load_checkpoint(path, model, adam, MPI_COMM_WORLD, size),
+                          Catch::Contains("load_checkpoint: " + msg));
+    }
     SECTION("another kind of optimizer") {
         dtrain::SGD<float> sgd(dtrain::SGDOptions().momentum(0.9));
         CHECK_THROWS_WITH(dtrain::load_checkpoint(path, model, sgd),

@@ -98,6 +98,12 @@ inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm com
     if (n > 0) throw Error(message);
 }
 
+/// Throws dtrain::Error naming `who` unless `root` is a rank of a communicator of `size` ranks.
+inline void check_root(const char* who, int root, int size) {
+    DTRAIN_CHECK(root >= 0 && root < size, who, ": root ", root, " is not a rank of a communicator of size ",
+                 size);
+}
+
 }  // namespace detail
 
 /// True on every rank when rank `root` can open the file `path`. Collective: every rank makes the same choice
@@ -128,8 +134,7 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
     static_assert(std::is_same_v<typename Opt::value_type, T>,
                   "dtrain::save_checkpoint: the optimizer's value_type must be the model's");
     const int size = comm_size(comm), rank = comm_rank(comm);
-    DTRAIN_CHECK(root >= 0 && root < size, "save_checkpoint: root ", root,
-                 " is not a rank of a communicator of size ", size);
+    detail::check_root("save_checkpoint", root, size);
     Opt& o = const_cast<Opt&>(opt);  // state() has no const overload in the concept
     const Span<const T> params = model.parameters(), state = model.state();
     const Span<T> ostate = o.state();
@@ -204,8 +209,7 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     static_assert(std::is_same_v<typename Opt::value_type, T>,
                   "dtrain::load_checkpoint: the optimizer's value_type must be the model's");
     const int size = comm_size(comm), rank = comm_rank(comm);
-    DTRAIN_CHECK(root >= 0 && root < size, "load_checkpoint: root ", root,
-                 " is not a rank of a communicator of size ", size);
+    detail::check_root("load_checkpoint", root, size);
     std::vector<char> bytes;
     std::string error;
     if (rank == root) {
