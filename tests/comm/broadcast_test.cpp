@@ -98,11 +98,20 @@ TEST_CASE("policies work on an MPI_ERRORS_RETURN duplicate; copy duplicates, mov
         CHECK(x == float(b.size() * (b.size() + 1) / 2));
         b.barrier();
     };
+    int world_size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     check_policy([] { return dtrain::Collective(MPI_COMM_WORLD); }, "Collective");
     check_policy([] { return dtrain::Naive(MPI_COMM_WORLD); }, "Naive");
     check_policy([] { return dtrain::Ring(MPI_COMM_WORLD); }, "Ring");
-    // MPI_COMM_WORLD itself was never freed.
-    CHECK(dtrain::test::all_ranks(true));
+    // MPI_COMM_WORLD itself is untouched: not freed (still answers, with all its ranks) and still with its
+    // default error handler (MPI_ERRORS_RETURN went on the duplicates only).
+    int size = -1;
+    CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS);
+    CHECK(size == world_size);
+    MPI_Errhandler world_eh;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_eh);
+    CHECK(world_eh == MPI_ERRORS_ARE_FATAL);
+    MPI_Errhandler_free(&world_eh);
 }
 
 TEST_CASE("policies on a split communicator reduce within their group only", "[comm]") {

@@ -30,9 +30,11 @@ TEST_CASE("DTRAIN_MPI_CHECK throws with the call's name and MPI's error string",
 }
 
 TEST_CASE("all_ranks combines a condition over ranks", "[core][mpi]") {
-    CHECK(dtrain::test::all_ranks(true));
-    CHECK(dtrain::test::all_ranks(dtrain::test::world_rank() >= 0));
-    CHECK_FALSE(dtrain::test::all_ranks(dtrain::test::world_rank() != 0));
+    const int rank = dtrain::test::world_rank();
+    CHECK(dtrain::test::all_ranks(rank >= 0));
+    CHECK_FALSE(dtrain::test::all_ranks(false));
+    CHECK_FALSE(dtrain::test::all_ranks(rank != 0));  // false on rank 0 only: AND, not OR
+    CHECK(dtrain::test::all_ranks(rank != 0, MPI_COMM_SELF) == (rank != 0));  // over the given communicator
 }
 
 TEST_CASE("comm_rank and comm_size match MPI and accept any communicator", "[core][mpi]") {

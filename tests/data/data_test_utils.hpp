@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ inline std::vector<unsigned char> random_bytes(std::size_t n, Rng& rng, unsigned
     for (auto& x : v)
         x = static_cast<unsigned char>(rng.below(limit));
     return v;
+}
+
+/// Reports the running test as skipped: prints "DTRAIN_SKIP: <reason>", which ctest's
+/// SKIP_REGULAR_EXPRESSION on the test's registration turns into "Skipped" (see tests/data/CMakeLists.txt).
+/// A match makes ctest report Skipped whatever else the program printed or returned, so call it only from a
+/// test case that runs as a ctest test of its own, and return right after it.
+inline void skip_test(const std::string& reason) {
+    std::cout << "DTRAIN_SKIP: " << reason << std::endl;
 }
 
 /// The message of the dtrain::Error thrown by f(), or "" when it does not throw. Any other exception

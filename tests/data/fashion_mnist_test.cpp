@@ -6,15 +6,19 @@
 
 #include <dtrain/data/idx.hpp>
 
+#include "data_test_utils.hpp"
+
+// The only test case of data_fashion_mnist_test, whose ctest test reports Skipped when the data set is
+// not installed.
 TEST_CASE("The real Fashion-MNIST files load with the right counts and labels", "[data][idx][fashion]") {
-    const char* dir = dtrain::kFashionMnistDir;
+    const std::string dir = dtrain::kFashionMnistDir;
     if (!std::filesystem::is_directory(dir)) {
-        WARN("Fashion-MNIST not found in " << dir
-                                           << "; skipping (install Debian's dataset-fashion-mnist package)");
+        dtrain::test::skip_test("Fashion-MNIST not found in " + dir +
+                                " (install Debian's dataset-fashion-mnist package)");
         return;
     }
     for (auto split : {dtrain::Split::train, dtrain::Split::test}) {
-        const auto d = dtrain::load_fashion_mnist(split);
+        const auto d = dtrain::load_fashion_mnist(split, dir);
         const std::size_t n = split == dtrain::Split::train ? 60000 : 10000;
         INFO("split " << (split == dtrain::Split::train ? "train" : "test"));
         REQUIRE(d.size() == n);

@@ -200,4 +200,6 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     CHECK(contains(m, "label 10"));
     m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::train); });
     CHECK(contains(m, "data_batch_1.bin"));
+    CHECK(contains(error_of([] { dtrain::read_cifar10_batches({}); }),
+                   "dtrain::read_cifar10: no batch files given"));
 }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -300,6 +301,12 @@ TEST_CASE("Model: errors name the component and the shapes", "[nn][model][errors
     CHECK(contains(msg, "[2, 2]"));
     CHECK_THROWS_AS(Model<float>(dtrain::Shape{}), dtrain::Error);
     CHECK_THROWS_AS(Model<float>(dtrain::Shape{3, 0}), dtrain::Error);
+    msg = error_message([&] { m.add(std::unique_ptr<dtrain::Layer<float>>()); });
+    CHECK(contains(msg, "Model::add: null layer"));
+    CHECK(m.num_layers() == 1);
+    msg = error_message([&] { m.layer(1); });
+    CHECK(contains(msg, "Model::layer: index 1 out of range (1 layers)"));
+    CHECK_NOTHROW(m.layer(0));
 }
 
 TEST_CASE("init_weights: bounds and spread of the schemes", "[nn][init]") {

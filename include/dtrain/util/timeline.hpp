@@ -178,12 +178,19 @@ public:
 
     /// Collective over `comm`: gathers every rank's events to rank 0 of `comm`, which writes one Chrome
     /// trace JSON file at `path` ({"traceEvents": [...]}, pid = rank in `comm`, timestamps in us). Throws
-    /// dtrain::Error on every rank when rank 0 cannot write the file.
+    /// dtrain::Error on every rank when rank 0 cannot write the file, or when the events of all ranks
+    /// together exceed the 2 GiB that MPI's int counts can gather.
     void write(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD) const {
         const int rank = comm_rank(comm), size = comm_size(comm);
         const std::string mine = json_events(rank);
-        DTRAIN_CHECK(mine.size() < std::size_t(std::numeric_limits<int>::max()),
-                     "Timeline::write: too many events on rank ", rank);
+        // Every rank checks the total, so a trace too large fails everywhere instead of leaving the other
+        // ranks waiting in the gather.
+        const unsigned long long here = mine.size(), limit = std::numeric_limits<int>::max();
+        unsigned long long total = 0;
+        DTRAIN_MPI_CHECK(MPI_Allreduce(&here, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm));
+        DTRAIN_CHECK(total < limit, "Timeline::write: the trace is too large to gather (", total,
+                     " bytes of events over ", size, " rank(s), ", here, " on rank ", rank, "; at most ",
+                     limit - 1, " bytes can be gathered)");
         const int len = int(mine.size());
         std::vector<int> lens(rank == 0 ? std::size_t(size) : 0), displs(lens.size());
         DTRAIN_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
@@ -191,14 +198,12 @@ public:
         DTRAIN_MPI_CHECK(MPI_Reduce(&dropped_here, &dropped_all, 1, MPI_LONG_LONG, MPI_SUM, 0, comm));
         std::string all;
         if (rank == 0) {
-            long long total = 0;
+            int offset = 0;  // below the limit: checked above
             for (int r = 0; r < size; ++r) {
-                displs[std::size_t(r)] = int(total);
-                total += lens[std::size_t(r)];
+                displs[std::size_t(r)] = offset;
+                offset += lens[std::size_t(r)];
             }
-            DTRAIN_CHECK(total < std::numeric_limits<int>::max(), "Timeline::write: trace too large (", total,
-                         " bytes)");
-            all.resize(std::size_t(total));
+            all.resize(std::size_t(offset));
         }
         DTRAIN_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
                                      MPI_CHAR, 0, comm));

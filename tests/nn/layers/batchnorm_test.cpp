@@ -149,4 +149,17 @@ TEST_CASE("BatchNorm1d: names, ranges and errors", "[nn][batchnorm][errors]") {
     CHECK_NOTHROW(m.forward(x1));
     CHECK_THROWS_AS(BatchNorm1d<float>(0), dtrain::Error);
     CHECK_THROWS_AS(BatchNorm1d<float>(3, 1.5), dtrain::Error);
+
+    // Called directly (the Model checks shapes first), the layers check the batch themselves.
+    Tensor<float> y;
+    msg = error_message([&] { bn.forward(Tensor<float>::from_shape({2, 5}), y, false); });
+    CHECK(contains(msg, "BatchNorm1d(3): expected input of shape [batch, 3] but got [2, 5]"));
+    msg = error_message([&] { bn.forward(Tensor<float>::from_shape({2, 3, 1}), y, false); });
+    CHECK(contains(msg, "but got [2, 3, 1]"));
+    Model<float> m2({3, 2, 2}, 1);
+    m2.add(BatchNorm2d<float>(3));
+    msg = error_message([&] { m2.layer(0).forward(Tensor<float>::from_shape({2, 3, 4}), y, false); });
+    CHECK(contains(msg, "BatchNorm2d(3): expected input of shape [batch, 3, H, W] but got [2, 3, 4]"));
+    msg = error_message([&] { m2.layer(0).forward(Tensor<float>::from_shape({2, 4, 2, 2}), y, false); });
+    CHECK(contains(msg, "but got [2, 4, 2, 2]"));
 }

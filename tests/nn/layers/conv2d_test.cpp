@@ -203,4 +203,28 @@ TEST_CASE("Conv2d: errors name the layer and the shapes", "[nn][conv2d][errors]"
     Model<float> ok({1, 3, 4});
     CHECK_NOTHROW(ok.add(Conv2d<float>(1, 2, 5, 1, 1)));
     CHECK(ok.output_shape() == dtrain::Shape{2, 1, 2});
+
+    // An empty image.
+    msg = error_message([] { Conv2d<float>(1, 2, 3).output_shape({1, 0, 4}); });
+    CHECK(contains(msg,
+                   "Conv2d(1, 2, kernel=3): input height and width must be positive, got [batch, 1, 0, 4]"));
+    msg = error_message([] {
+        Conv2d<float> c(1, 2, 3);
+        Tensor<float> x = Tensor<float>::from_shape({2, 1, 5, 0}), y;
+        c.forward(x, y, true);
+    });
+    CHECK(contains(msg, "got [batch, 1, 5, 0]"));
+
+    // backward() called directly with a gradient that does not fit the output ([2, 2, 2, 2], 16 values).
+    Model<float> m({1, 4, 4});
+    m.add(Conv2d<float>(1, 2, 3));
+    Tensor<float> x = Tensor<float>::from_shape({2, 1, 4, 4}), gin;
+    x.fill(1.0f);
+    const Tensor<float>& y = m.forward(x);
+    REQUIRE(y.size() == 16);
+    msg = error_message([&] {
+        m.layer(0).backward(x, y, Tensor<float>::from_shape({2, 2, 2, 1}), gin, true);
+    });
+    CHECK(contains(
+        msg, "Conv2d(1, 2, kernel=3): grad_out has 8 elements but the output of input [2, 1, 4, 4] has 16"));
 }

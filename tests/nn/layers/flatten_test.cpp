@@ -30,6 +30,9 @@ TEST_CASE("Flatten: row-major [N, C, H, W] -> [N, C*H*W] and back", "[nn][flatte
     REQUIRE(d.shape() == x.shape());
     CHECK(d(0, 1, 0, 2) == g(0, 1 * 8 + 2));
     CHECK_THROWS_AS(f.output_shape({}), dtrain::Error);
+    const Tensor<double> flat = Tensor<double>::from_shape({3});
+    CHECK_THROWS_WITH(f.forward(flat, y, true),
+                      Catch::Contains("Flatten: expected input of shape [batch, ...] but got [3]"));
 }
 
 TEST_CASE("Flatten: gradients through Conv2d -> Flatten -> Dense", "[nn][flatten][grad]") {

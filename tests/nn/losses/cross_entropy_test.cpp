@@ -93,6 +93,14 @@ TEST_CASE("SoftmaxCrossEntropy: errors", "[nn][loss][ce][errors]") {
     CHECK(contains(msg, "label 5"));
     msg = error_message([&] { ce.compute(z, Labels{0}, g); });
     CHECK(contains(msg, "2 logits rows but 1 labels"));
+    msg = error_message([&] { ce.value(z, Labels{0, 1, 2}); });
+    CHECK(contains(msg, "SoftmaxCrossEntropy: 2 logits rows but 3 labels"));
+    msg = error_message([&] { ce.compute(Tensor<float>::from_shape({3}), Labels{0, 1, 2}, g); });
+    CHECK(contains(msg, "SoftmaxCrossEntropy: expected logits of shape [batch, classes] but got [3]"));
+    msg = error_message([&] { ce.value(Tensor<float>::from_shape({0, 3}), Labels::from_shape({0})); });
+    CHECK(contains(msg, "expected logits of shape [batch, classes] but got [0, 3]"));
+    msg = error_message([&] { ce.value(Tensor<float>::from_shape({2, 0}), Labels{0, 0}); });
+    CHECK(contains(msg, "but got [2, 0]"));
     msg = error_message([&] { ce.compute(z, Tensor<float>({{1.f, 0.f}}), g); });
     CHECK(contains(msg, "[1, 2]"));
     CHECK(contains(msg, "[2, 3]"));

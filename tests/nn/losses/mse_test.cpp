@@ -80,6 +80,13 @@ TEST_CASE("MeanSquaredError: errors", "[nn][loss][mse][errors]") {
     msg = error_message([&] { mse.compute(out, Tensor<float>({{1.f, 2.f, 3.f}}), g); });
     CHECK(contains(msg, "[1, 3]"));
     CHECK(contains(msg, "[2, 2]"));
+    msg = error_message([&] { mse.compute(out, Labels{0}, g); });
+    CHECK(contains(msg, "MeanSquaredError: expected outputs [1, classes] for 1 labels but got [2, 2]"));
+    msg = error_message([&] { mse.compute(Tensor<float>::from_shape({2, 1, 2}), Labels{0, 1}, g); });
+    CHECK(contains(msg, "for 2 labels but got [2, 1, 2]"));
+    const Tensor<float> none = Tensor<float>::from_shape({0, 2});
+    msg = error_message([&] { mse.compute(none, none, g); });
+    CHECK(contains(msg, "MeanSquaredError: empty output"));
     out(0, 0) = std::numeric_limits<float>::infinity();
     msg = error_message([&] { mse.compute(out, Labels{0, 1}, g); });
     CHECK(contains(msg, "non-finite"));
