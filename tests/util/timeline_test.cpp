@@ -11,8 +11,8 @@
 
 #include <mpi.h>
 
-#include "util/json_check.hpp"
 #include "support/test_utils.hpp"
+#include "util/json_check.hpp"
 
 #include <dtrain/util/timeline.hpp>
 
