@@ -81,4 +81,24 @@ inline int world_size() {
     return comm_size(MPI_COMM_WORLD);
 }
 
+namespace detail {
+
+/// Broadcasts `message` from `root` (empty = success) and throws it as dtrain::Error on every rank if it is
+/// not empty, so that a failure seen by one rank ends the operation on all of them. Collective.
+inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm comm) {
+    std::uint64_t n = message.size();
+    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+    message.resize(n);
+    if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(message.data(), int(n), MPI_CHAR, root, comm));
+    if (n > 0) throw Error(message);
+}
+
+/// Throws dtrain::Error naming `who` unless `root` is a rank of a communicator of `size` ranks.
+inline void check_root(const char* who, int root, int size) {
+    DTRAIN_CHECK(root >= 0 && root < size, who, ": root ", root, " is not a rank of a communicator of size ",
+                 size);
+}
+
+}  // namespace detail
+
 }  // namespace dtrain

@@ -88,22 +88,6 @@ private:
     std::size_t pos_ = 0;
 };
 
-/// Broadcasts `message` from `root` (empty = success) and throws it as dtrain::Error on every rank if it is
-/// not empty, so that a failure seen by one rank ends the operation on all of them. Collective.
-inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm comm) {
-    std::uint64_t n = message.size();
-    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
-    message.resize(n);
-    if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(message.data(), int(n), MPI_CHAR, root, comm));
-    if (n > 0) throw Error(message);
-}
-
-/// Throws dtrain::Error naming `who` unless `root` is a rank of a communicator of `size` ranks.
-inline void check_root(const char* who, int root, int size) {
-    DTRAIN_CHECK(root >= 0 && root < size, who, ": root ", root, " is not a rank of a communicator of size ",
-                 size);
-}
-
 }  // namespace detail
 
 /// True on every rank when rank `root` can open the file `path`. Collective: every rank makes the same choice
@@ -125,8 +109,8 @@ inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_
 /// checkpoint. A failure on `root` (e.g. the directory does not exist) is thrown as dtrain::Error naming
 /// the path on EVERY rank. The file records the value type, the model's layer names and layout, and a
 /// checksum; the learning rate and its schedule are configuration, not saved: build the optimizer the same
-/// way when resuming. Values are stored in the machine's byte order. With the asynchronous policy, checkpoint the model after run() instead (its
-/// optimizer state lives on the masters).
+/// way when resuming. Values are stored in the machine's byte order. With the asynchronous policy,
+/// checkpoint the model after run() instead (its optimizer state lives on the masters).
 template <class T, class Opt>
 void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
                      const TrainingPosition& position, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
@@ -278,8 +262,9 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     in.get(extra.data(), nx * sizeof(std::uint64_t), "the layers' extra state");
     DTRAIN_CHECK(in.position() + sizeof stored_sum == bytes.size(), "load_checkpoint: '", path, "' has ",
                  bytes.size() - in.position() - sizeof stored_sum, " unexpected trailing bytes");
-    DTRAIN_CHECK(nx == model.extra_state().size(), "load_checkpoint: '", path, "' holds ", nx,
-                 " words of the layers' extra state, this model's layers have ", model.extra_state().size());
+    const std::size_t my_extra = model.extra_state().size();
+    DTRAIN_CHECK(nx == my_extra, "load_checkpoint: '", path, "' holds ", nx,
+                 " words of the layers' extra state, this model's layers have ", my_extra);
 
     model.set_extra_state(Span<const std::uint64_t>(extra.data(), extra.size()));
     std::copy(params.begin(), params.end(), model.parameters().data());

@@ -199,8 +199,7 @@ public:
         check_consistency();
         DTRAIN_CHECK(options_.accumulation_steps >= 1, "DistOptimizer: accumulation_steps must be >= 1, got ",
                      options_.accumulation_steps);
-        DTRAIN_CHECK(options_.root >= 0 && options_.root < comm_.size(), "DistOptimizer: root ",
-                     options_.root, " is not a rank of a communicator of size ", comm_.size());
+        detail::check_root("DistOptimizer", options_.root, comm_.size());
         broadcast_initial_state();
 
         buckets_ = make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type));

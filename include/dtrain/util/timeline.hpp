@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -207,7 +208,7 @@ public:
         }
         DTRAIN_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
                                      MPI_CHAR, 0, comm));
-        int ok = 1;
+        std::string error;
         if (rank == 0) {
             std::ofstream f(path, std::ios::binary);
             if (f) {
@@ -223,10 +224,9 @@ public:
                   << size << ",\"dropped_events\":" << dropped_all << "}}\n";
                 f.flush();
             }
-            ok = f ? 1 : 0;
+            if (!f) error = detail::concat("Timeline::write: cannot write the trace file '", path, "'");
         }
-        DTRAIN_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
-        DTRAIN_CHECK(ok == 1, "Timeline::write: cannot write the trace file '", path, "'");
+        detail::throw_if_failed_anywhere(std::move(error), 0, comm);
     }
 
 private:

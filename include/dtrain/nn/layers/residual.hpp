@@ -243,11 +243,7 @@ public:
     /// Number of child layers.
     std::size_t num_layers() const { return children_.size(); }
     /// Child `i` (checked).
-    Layer<T>& layer(std::size_t i) {
-        DTRAIN_CHECK(i < children_.size(), "Residual::layer: index ", i, " out of range (", children_.size(),
-                     " layers)");
-        return *children_[i];
-    }
+    Layer<T>& layer(std::size_t i) { return const_cast<Layer<T>&>(std::as_const(*this).layer(i)); }
     /// Child `i` (checked), read-only.
     const Layer<T>& layer(std::size_t i) const {
         DTRAIN_CHECK(i < children_.size(), "Residual::layer: index ", i, " out of range (", children_.size(),
