@@ -1,11 +1,7 @@
 #pragma once
 
 /// @file
-/// Distributed training: DistOptimizer and its communicator policies.
+/// The name this area had before 0.2: includes <dtrain/distributed.hpp>. New code includes that header (a
+/// folder named `dist/` is ignored by many `.gitignore` templates and tools, which can silently drop it).
 
-#include <dtrain/dist/async.hpp>
-#include <dtrain/dist/bucket.hpp>
-#include <dtrain/dist/checkpoint.hpp>
-#include <dtrain/dist/dist_optimizer.hpp>
-#include <dtrain/dist/lr_scaling.hpp>
-#include <dtrain/dist/options.hpp>
+#include <dtrain/distributed.hpp>

@@ -7,7 +7,7 @@
 #include <dtrain/config.hpp>
 #include <dtrain/core.hpp>
 #include <dtrain/data.hpp>
-#include <dtrain/dist.hpp>
+#include <dtrain/distributed.hpp>
 #include <dtrain/nn.hpp>
 #include <dtrain/optim.hpp>
 #include <dtrain/util.hpp>

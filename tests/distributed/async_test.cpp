@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <dtrain/dist/async.hpp>
+#include <dtrain/distributed/async.hpp>
 #include <dtrain/optim/adam.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
-#include <dtrain/dist/options.hpp>
+#include <dtrain/distributed/options.hpp>
 #include <dtrain/nn/model.hpp>
 
 namespace dtrain {

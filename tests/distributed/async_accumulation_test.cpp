@@ -7,7 +7,7 @@
 
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
-#include <dtrain/dist/async.hpp>
+#include <dtrain/distributed/async.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include <dtrain/dist/bucket.hpp>
+#include <dtrain/distributed/bucket.hpp>
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include <dtrain/dist/async.hpp>
+#include <dtrain/distributed/async.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/optim/sgd.hpp>

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <dtrain/dist/lr_scaling.hpp>
+#include <dtrain/distributed/lr_scaling.hpp>
 #include <dtrain/optim/sgd.hpp>
 
 TEST_CASE("linear_scaling_warmup ramps from the single-process rate to the scaled rate", "[dist][lr]") {

@@ -21,13 +21,13 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>
-#include <dtrain/dist/options.hpp>
-#include <dtrain/dist/sharding.hpp>
+#include <dtrain/distributed/options.hpp>
+#include <dtrain/distributed/sharding.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
 
-#if __has_include(<dtrain/dist/dist_optimizer.hpp>)
-#include <dtrain/dist/dist_optimizer.hpp>
+#if __has_include(<dtrain/distributed/dist_optimizer.hpp>)
+#include <dtrain/distributed/dist_optimizer.hpp>
 #endif
 
 namespace dtrain {

@@ -10,7 +10,7 @@
 #include <dtrain/comm/collective.hpp>
 #include <dtrain/comm/naive.hpp>
 #include <dtrain/comm/ring.hpp>
-#include <dtrain/dist/dist_optimizer.hpp>
+#include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/mse.hpp>

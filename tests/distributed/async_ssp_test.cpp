@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/rng.hpp>
-#include <dtrain/dist/async.hpp>
+#include <dtrain/distributed/async.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include <dtrain/comm/collective.hpp>
-#include <dtrain/dist/async.hpp>
-#include <dtrain/dist/dist_optimizer.hpp>
+#include <dtrain/distributed/async.hpp>
+#include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 

@@ -25,8 +25,8 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>
-#include <dtrain/dist/bucket.hpp>
-#include <dtrain/dist/options.hpp>
+#include <dtrain/distributed/bucket.hpp>
+#include <dtrain/distributed/options.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
 #include <dtrain/util/timeline.hpp>

@@ -15,7 +15,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>
-#include <dtrain/dist/dist_optimizer.hpp>
+#include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <dtrain/core/rng.hpp>
-#include <dtrain/dist/sharding.hpp>
+#include <dtrain/distributed/sharding.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 

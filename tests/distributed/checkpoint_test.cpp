@@ -16,8 +16,8 @@
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/loader.hpp>
 #include <dtrain/data/sampler.hpp>
-#include <dtrain/dist/checkpoint.hpp>
-#include <dtrain/dist/dist_optimizer.hpp>
+#include <dtrain/distributed/checkpoint.hpp>
+#include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/batchnorm.hpp>
 #include <dtrain/nn/layers/dense.hpp>

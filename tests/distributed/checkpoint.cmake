@@ -1,0 +1,2 @@
+# Checkpoints (dist/checkpoint.hpp); included from tests/distributed/CMakeLists.txt.
+dtrain_add_test(distributed_checkpoint_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_test.cpp RANKS 1 2 3)
