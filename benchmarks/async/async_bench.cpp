@@ -17,6 +17,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -115,10 +116,12 @@ void train(const Args& a) {
     const Data train_set = synthetic(a.samples, a.seed, 1);
     const Data test_set = synthetic(2000, a.seed, 2);
     dtrain::Model<float> model = make_model(a.hidden);
-    dtrain::DistOptions options;
-    options.masters = a.masters;
-    options.staleness = a.staleness;
-    options.average_rounds = a.average_rounds;
+    dtrain::options_for<Policy> options;
+    if constexpr (std::is_same_v<Policy, dtrain::Async>) {
+        options.masters = a.masters;
+        options.staleness = a.staleness;
+        options.average_rounds = a.average_rounds;
+    }
     dtrain::DistOptimizer<Policy, dtrain::SGD<float>> opt(
         model, dtrain::SGD<float>(dtrain::SGDOptions().lr(a.lr).momentum(0.9)), options);
 

@@ -4,7 +4,7 @@
 # $OUT (default train_dist_raw.txt). The one-rank overhead has its own script, overhead.sh.
 #
 # Usage: benchmarks/train_dist/run.sh <build-dir> [rounds=5]
-# Environment: BUCKET_BYTES (default: DistOptions' default, 1 MiB; 0 = one bucket per layer),
+# Environment: BUCKET_BYTES (default: SyncOptions' default, 1 MiB; 0 = one bucket per layer),
 #              POLICIES (default collective,ring,naive), OVERLAP (default 0,1), MODELS (default "mlp cnn"),
 #              MPIEXEC (default mpiexec.mpich; may carry options: MPIEXEC="mpiexec.mpich -bind-to core")
 set -euo pipefail

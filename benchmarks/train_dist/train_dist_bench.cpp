@@ -125,7 +125,7 @@ struct DistRun {
     dtrain::Tensor<float> grad;
     std::unique_ptr<dtrain::DistOptimizer<Comm, dtrain::SGD<float>>> opt;
 
-    DistRun(const Setup& s, const dtrain::DistOptions& o, int rank)
+    DistRun(const Setup& s, const dtrain::SyncOptions& o, int rank)
         : model(make_model(s.model)), data(make_data(model, s.batch, rank)) {
         opt = std::make_unique<dtrain::DistOptimizer<Comm, dtrain::SGD<float>>>(model, make_sgd(s.model), o);
     }
@@ -150,7 +150,7 @@ struct DistRun {
 };
 
 template <class Comm>
-void bench_policy(const std::string& policy, const Setup& s, const dtrain::DistOptions& o, int rank,
+void bench_policy(const std::string& policy, const Setup& s, const dtrain::SyncOptions& o, int rank,
                   int size) {
     DistRun<Comm> run(s, o, rank);
     for (int i = 0; i < std::max(5, s.steps / 5); ++i)
@@ -213,7 +213,7 @@ struct OverheadPair {
 
     OverheadPair(const Setup& s, bool control, int dist_slot)
         : slot0(s), slot1(s), bare(dist_slot == 0 ? slot1 : slot0), other(dist_slot == 0 ? slot0 : slot1) {
-        if (!control) dist_opt.emplace(other.model, make_sgd(s.model), dtrain::DistOptions{});
+        if (!control) dist_opt.emplace(other.model, make_sgd(s.model), dtrain::SyncOptions{});
     }
     OverheadPair(const OverheadPair&) = delete;
     OverheadPair& operator=(const OverheadPair&) = delete;
@@ -450,8 +450,8 @@ struct CompareSides {
     }
 
 private:
-    static dtrain::DistOptions options(std::size_t bucket_bytes, bool overlap) {
-        dtrain::DistOptions o;
+    static dtrain::SyncOptions options(std::size_t bucket_bytes, bool overlap) {
+        dtrain::SyncOptions o;
         o.bucket_bytes = bucket_bytes;
         o.overlap = overlap;
         return o;
@@ -662,7 +662,7 @@ int main(int argc, char** argv) {
     Setup s;
     s.model = "mlp";
     std::string policies = "collective,ring,naive", overlaps = "0,1";
-    std::size_t bucket_bytes = dtrain::DistOptions{}.bucket_bytes;
+    std::size_t bucket_bytes = dtrain::SyncOptions{}.bucket_bytes;
     bool overhead = false, overhead_count = false, overhead_control = false, compare = false, budget = false;
     int warmup = 3, rounds = 0;
     for (int i = 1; i < argc; ++i) {
@@ -739,7 +739,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     for (const auto& ov : split(overlaps)) {
-        dtrain::DistOptions o;
+        dtrain::SyncOptions o;
         o.bucket_bytes = bucket_bytes;
         o.overlap = ov == "1";
         for (const auto& p : split(policies)) {

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -88,11 +89,14 @@ decltype(auto) with_policy(const std::string& comm, Fn&& fn) {
     return fn(PolicyTag<dtrain::Collective>{});
 }
 
-/// DistOptions from the flags.
-inline dtrain::DistOptions dist_options(const CommonFlags& f) {
-    dtrain::DistOptions o;
-    o.masters = f.masters;
-    o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
+/// The options of DistOptimizer<Policy, ...> from the flags.
+template <class Policy>
+dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
+    dtrain::options_for<Policy> o;
+    if constexpr (std::is_same_v<Policy, dtrain::Async>) {
+        o.masters = f.masters;
+        o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
+    }
     return o;
 }
 
@@ -202,7 +206,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     dtrain::TrainingPosition start;
     const bool resume = !f.checkpoint.empty() && dtrain::checkpoint_exists(f.checkpoint);
     if (resume) start = dtrain::load_checkpoint(f.checkpoint, model, opt);
-    dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options(f));
+    dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options<Policy>(f));
     auto save = [&](const dtrain::TrainingPosition& at) {
         if constexpr (dtrain::is_communicator_v<Policy>) {
             dtrain::TimelineScope s("checkpoint", "io");

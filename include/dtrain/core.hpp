@@ -6,6 +6,7 @@
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/environment.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>

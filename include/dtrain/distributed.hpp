@@ -1,11 +1,18 @@
 #pragma once
 
 /// @file
-/// Distributed training: DistOptimizer and its communicator policies.
+/// Distributed training: DistOptimizer (synchronous policies and the Async parameter servers), its options,
+/// gradient buckets and their schedule, the progress thread, shard planning, checkpoints and learning-rate
+/// scaling.
 
 #include <dtrain/distributed/async.hpp>
 #include <dtrain/distributed/bucket.hpp>
+#include <dtrain/distributed/bucket_schedule.hpp>
 #include <dtrain/distributed/checkpoint.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
+#include <dtrain/distributed/evaluate.hpp>
 #include <dtrain/distributed/lr_scaling.hpp>
 #include <dtrain/distributed/options.hpp>
+#include <dtrain/distributed/progress_thread.hpp>
+#include <dtrain/distributed/report.hpp>
+#include <dtrain/distributed/sharding.hpp>

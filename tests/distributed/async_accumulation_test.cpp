@@ -44,7 +44,7 @@ struct Batch {
 /// batch) with `accum` backward passes of the batch per step; every rank returns the final parameters.
 std::vector<float> train_async(std::size_t accum) {
     Model<float> model = make_model();
-    dtrain::DistOptions o;
+    dtrain::AsyncOptions o;
     o.accumulation_steps = accum;
     o.staleness = 0;
     o.gather_to_all = true;

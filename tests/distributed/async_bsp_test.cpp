@@ -82,7 +82,7 @@ TEST_CASE("Async: staleness 0 and averaged rounds reproduce synchronous averagin
     const bool average_rounds = GENERATE(false, true);
     const dtrain::test::Iris iris = dtrain::test::load_iris();
     const auto perm = dtrain::test::permutation(iris.y.size(), 4);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = world_size() >= 4 ? 2 : 1;
     options.staleness = average_rounds ? dtrain::unbounded_staleness : 0;
     options.average_rounds = average_rounds;
@@ -120,7 +120,7 @@ TEST_CASE("Async: staleness 0 and averaged rounds reproduce synchronous averagin
 TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the workers", "[dist][async]") {
     const dtrain::test::Iris iris = dtrain::test::load_iris();
     const auto perm = dtrain::test::permutation(iris.y.size(), 8);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = world_size() >= 4 ? 2 : 1;
     options.staleness = 0;
     const std::size_t steps = 7;
@@ -142,7 +142,7 @@ TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the w
     if (async.is_worker()) {
         dtrain::Model<float> m2 = dtrain::test::make_mlp(seed);
         dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> sync(
-            m2, make_sgd(), dtrain::DistOptions{}, async.worker_comm());
+            m2, make_sgd(), dtrain::SyncOptions{}, async.worker_comm());
         sync.run(loop(sync, m2));
         sync_params.assign(m2.parameters().begin(), m2.parameters().end());
     }

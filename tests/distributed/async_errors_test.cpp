@@ -24,7 +24,7 @@ dtrain::Model<float> mlp(std::size_t hidden) {
 }
 
 // The message the constructor throws on this rank ("" when it does not throw).
-std::string construct(dtrain::Model<float>& model, const dtrain::DistOptions& options) {
+std::string construct(dtrain::Model<float>& model, const dtrain::AsyncOptions& options) {
     try {
         AsyncSgd opt(model, dtrain::SGD<float>(0.1), options);
     } catch (const dtrain::Error& e) {
@@ -37,7 +37,7 @@ std::string construct(dtrain::Model<float>& model, const dtrain::DistOptions& op
 
 TEST_CASE("Async: fewer than masters + 1 ranks fails on every rank", "[dist][async]") {
     dtrain::Model<float> model = mlp(8);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = world_size();  // no rank left for a worker
     const std::string what = construct(model, options);
     INFO(what);
@@ -53,20 +53,22 @@ TEST_CASE("Async: fewer than masters + 1 ranks fails on every rank", "[dist][asy
 TEST_CASE("Async: ranks that disagree on the model or the options fail on every rank", "[dist][async]") {
     if (world_size() < 2) return;
     dtrain::Model<float> model = mlp(world_rank() == 1 ? 9 : 8);
-    const std::string what = construct(model, dtrain::DistOptions{});
+    const std::string what = construct(model, dtrain::AsyncOptions{});
     INFO(what);
-    CHECK(what.find("ranks disagree on the parameter count") != std::string::npos);
+    CHECK(what.find("the models differ across ranks: layer 0 is Dense(4, 8) (40 parameters) on rank 0 but "
+                    "Dense(4, 9) (45 parameters) on rank 1") != std::string::npos);
 
     dtrain::Model<float> same = mlp(8);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.staleness = world_rank() == 0 ? 3 : 4;
     const std::string opts = construct(same, options);
     INFO(opts);
-    CHECK(opts.find("ranks disagree on the options.staleness") != std::string::npos);
+    CHECK(opts.find("the options differ across ranks: staleness is 3 on rank 0 but 4 on rank 1") !=
+          std::string::npos);
 
     // After the failures, a valid configuration still works (nothing was left pending).
     dtrain::Model<float> ok = mlp(8);
-    CHECK(construct(ok, dtrain::DistOptions{}).empty());
+    CHECK(construct(ok, dtrain::AsyncOptions{}).empty());
 }
 
 TEST_CASE("Async: ranks whose models differ only in their layer layout fail on every rank", "[dist][async]") {
@@ -79,25 +81,27 @@ TEST_CASE("Async: ranks whose models differ only in their layer layout fail on e
     else
         model.add(dtrain::Dense<float>(4, 6)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(6, 3));
     REQUIRE(model.num_parameters() == 51);
-    const std::string what = construct(model, dtrain::DistOptions{});
+    const std::string what = construct(model, dtrain::AsyncOptions{});
     INFO(what);
-    CHECK(what.find("ranks disagree on the layer layout") != std::string::npos);
+    CHECK(what.find("the models differ across ranks: layer 0 is Dense(4, 6) (30 parameters) on rank 0 but "
+                    "Dense(4, 3) (15 parameters) on rank " +
+                    std::to_string(world_size() - 1)) != std::string::npos);
 }
 
 TEST_CASE("Async: a root that is not a rank or accumulation_steps 0 fails on every rank", "[dist][async]") {
     if (world_size() < 2) return;  // one rank fails earlier: no rank is left for a worker
     const int size = world_size();
     dtrain::Model<float> model = mlp(8);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.root = size;
     const std::string root = construct(model, options);
     INFO(root);
-    CHECK(root.find("options.root " + std::to_string(size) + " is not a rank of the communicator of size " +
-                    std::to_string(size)) != std::string::npos);
+    CHECK(root.find("DistOptimizer<Async>: root " + std::to_string(size) +
+                    " is not a rank of a communicator of size " + std::to_string(size)) != std::string::npos);
     options.root = -1;
-    CHECK(construct(model, options).find("options.root -1 is not a rank") != std::string::npos);
+    CHECK(construct(model, options).find("root -1 is not a rank") != std::string::npos);
 
-    options = dtrain::DistOptions{};
+    options = dtrain::AsyncOptions{};
     options.accumulation_steps = 0;
     const std::string accum = construct(model, options);
     INFO(accum);
@@ -107,7 +111,7 @@ TEST_CASE("Async: a root that is not a rank or accumulation_steps 0 fails on eve
 TEST_CASE("Async: run() called from the worker loop and global_sum() on a master throw", "[dist][async]") {
     if (world_size() < 2) return;
     dtrain::Model<float> model = mlp(8);
-    AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::DistOptions{});
+    AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::AsyncOptions{});
     std::string nested;
     double sum = 0.0;
     opt.run([&] {

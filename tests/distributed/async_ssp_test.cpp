@@ -32,7 +32,7 @@ TEST_CASE("Async: random worker delays never deadlock and never exceed the stale
     const std::uint64_t s =
         GENERATE(std::uint64_t(0), std::uint64_t(1), std::uint64_t(3), dtrain::unbounded_staleness);
     const int size = world_size();
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = size >= 4 ? 2 : 1;
     options.staleness = s;
     const int workers = size - options.masters;

@@ -55,7 +55,7 @@ TEST_CASE("Async: an MLP on Iris reaches 90% accuracy with 1 or 2 masters", "[di
     const auto cfg = GENERATE(IrisRun{dtrain::unbounded_staleness, dtrain::Sharding::Balanced, false},
                               IrisRun{2, dtrain::Sharding::ByLayer, false},
                               IrisRun{dtrain::unbounded_staleness, dtrain::Sharding::Balanced, true});
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = size >= 4 ? 2 : 1;
     options.staleness = cfg.staleness;
     options.sharding = cfg.sharding;
@@ -132,7 +132,7 @@ TEST_CASE("Async: an MLP on Iris reaches 90% accuracy with 1 or 2 masters", "[di
 TEST_CASE("Async: gather_to_all gives every rank rank 0's final parameters", "[dist][async]") {
     const dtrain::test::Iris iris = dtrain::test::load_iris();
     dtrain::Model<float> model = dtrain::test::make_mlp(3);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = world_size() >= 4 ? 2 : 1;
     options.gather_to_all = true;
     AsyncSgd opt(model, dtrain::SGD<float>(0.1), options);
@@ -171,7 +171,7 @@ TEST_CASE("Async: the constructor starts every rank from root's model and slices
             sgd.state()[i] = float(i) + 0.5f;
         sgd.set_steps(42);
     }
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.root = root;
     options.masters = size >= 4 ? 2 : 1;
     AsyncSgd opt(model, sgd, options);
@@ -192,7 +192,7 @@ TEST_CASE("Async: the constructor starts every rank from root's model and slices
 TEST_CASE("Async: run() can be called again and continues from the masters' parameters", "[dist][async]") {
     const dtrain::test::Iris iris = dtrain::test::load_iris();
     dtrain::Model<float> model = dtrain::test::make_mlp(9);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     options.masters = 1;
     dtrain::DistOptimizer<dtrain::Async, dtrain::Adam<float>> opt(
         model, dtrain::Adam<float>(dtrain::AdamOptions().lr(0.01)), options);
@@ -229,7 +229,7 @@ TEST_CASE("Async: run() can be called again and continues from the masters' para
 TEST_CASE("Async: an exception in one worker's loop ends run() on every rank without a hang",
           "[dist][async]") {
     dtrain::Model<float> model = dtrain::test::make_mlp(1);
-    dtrain::DistOptions options;
+    dtrain::AsyncOptions options;
     AsyncSgd opt(model, dtrain::SGD<float>(0.1), options);
     const int bad = world_size() - 1;  // the last worker
     std::string what;
@@ -260,7 +260,7 @@ TEST_CASE("Async: an exception in one worker's loop ends run() on every rank wit
 TEST_CASE("Async: step() on a master, outside run(), or after the wrong number of backward passes throws",
           "[dist][async]") {
     dtrain::Model<float> model = dtrain::test::make_mlp(1);
-    AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::DistOptions{});
+    AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::AsyncOptions{});
     CHECK_THROWS_WITH(opt.step(), Catch::Contains(opt.is_worker() ? "outside run()" : "is a master"));
     std::string what;
     try {

@@ -3,3 +3,8 @@ dtrain_add_test(distributed_bucket_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/bucket
 dtrain_add_test(distributed_lr_scaling_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/lr_scaling_test.cpp)
 dtrain_add_test(distributed_sync_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sync_test.cpp RANKS 1 2 3 4 TIMEOUT 300)
 dtrain_add_test(distributed_sync_alloc_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sync_alloc_test.cpp RANKS 1 2 3)
+dtrain_add_test(distributed_bucket_schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/bucket_schedule_test.cpp)
+dtrain_add_test(distributed_progress_thread_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/progress_thread_test.cpp)
+dtrain_add_test(distributed_one_loop_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/one_loop_test.cpp RANKS 1 2 3
+                TIMEOUT 180)
+target_compile_definitions(distributed_one_loop_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

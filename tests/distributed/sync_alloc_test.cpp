@@ -44,7 +44,7 @@ TEMPLATE_TEST_CASE("DistOptimizer::step and the overlapped backward do not alloc
     INFO("overlap " << overlap << ", accumulation_steps " << accum << ", bucket_bytes " << bucket_bytes);
     dtrain::Model<float> model({8}, 1);
     model.add(dtrain::Dense<float>(8, 32)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(32, 4));
-    dtrain::DistOptions o;
+    dtrain::SyncOptions o;
     o.bucket_bytes = bucket_bytes;
     o.overlap = overlap;
     o.accumulation_steps = accum;

@@ -93,6 +93,23 @@ inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm com
     if (n > 0) throw Error(message);
 }
 
+/// `x` reduced with `op` (MPI_SUM, MPI_MAX, ...) over the ranks of `comm`, identical on every rank.
+/// Collective. T must have an MPI datatype (mpi_type<T>()).
+template <class T>
+T allreduce_value(T x, MPI_Op op, MPI_Comm comm) {
+    T out{};
+    DTRAIN_MPI_CHECK(MPI_Allreduce(&x, &out, 1, mpi_type<T>(), op, comm));
+    return out;
+}
+
+/// True on every rank when every rank of `comm` passed the same `value` (one all-reduce of two words: the
+/// minimum of the value and of its complement). Collective.
+inline bool same_everywhere(std::uint64_t value, MPI_Comm comm) {
+    std::uint64_t mine[2] = {value, ~value}, low[2] = {0, 0};
+    DTRAIN_MPI_CHECK(MPI_Allreduce(mine, low, 2, MPI_UINT64_T, MPI_MIN, comm));
+    return low[0] == ~low[1];
+}
+
 /// Throws dtrain::Error naming `who` unless `root` is a rank of a communicator of `size` ranks.
 inline void check_root(const char* who, int root, int size) {
     DTRAIN_CHECK(root >= 0 && root < size, who, ": root ", root, " is not a rank of a communicator of size ",

@@ -1,14 +1,24 @@
 #pragma once
 
+/// @file
+/// The options of DistOptimizer: what every policy takes (DistOptions), what the synchronous policies add
+/// (SyncOptions) and what the parameter servers add (AsyncOptions), in the style of RingOptions.
+
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace dtrain {
 
+/// Policy tag selecting asynchronous parameter-server training in DistOptimizer<Async, Opt>: ranks
+/// 0..masters-1 hold shards of the parameters and run the optimizer, the other ranks are workers (see
+/// distributed/async.hpp).
+struct Async {};
+
 /// How DistOptimizer keeps non-trainable model state (BatchNorm running statistics) consistent.
 enum class StateSync {
-    Broadcast,  ///< rank 0's state is broadcast at every step (PyTorch DDP's broadcast_buffers).
+    Broadcast,  ///< the root's state is broadcast at every step (PyTorch DDP's broadcast_buffers).
     Average,    ///< the state is averaged over ranks at every step.
     None,       ///< left alone (each rank keeps its own).
 };
@@ -22,31 +32,59 @@ enum class Sharding {
 /// Staleness value meaning "no bound" (fully asynchronous).
 inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::uint64_t>::max();
 
-/// Options of DistOptimizer. Fields a policy does not use are ignored by it.
+/// Options every policy takes.
 ///
-/// | field | default | used by | meaning |
-/// |---|---|---|---|
-/// | bucket_bytes | 1 MiB | synchronous | gradients are reduced in buckets of about this many bytes, last layer first; a layer larger than this is split into pieces (see make_buckets()); 0 = one bucket per whole layer. 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
-/// | overlap | true | synchronous | start a bucket's reduction during backward as soon as its gradients are final (with bucket_bytes > 0, Dense layers larger than a quarter bucket report their gradient in parts, so pieces of even the first layer start before its backward ends); step() then applies the optimizer bucket by bucket while the next reduction is in flight (optimizers with the range form) |
-/// | accumulation_steps | 1 | all | backward passes per step; gradients accumulate locally with no communication in between |
-/// | state_sync | Broadcast | synchronous | how BatchNorm running statistics are kept consistent |
-/// | root | 0 | all | rank whose initial parameters and optimizer state everyone starts from |
-/// | masters | 1 | asynchronous | number of parameter-server ranks (ranks 0..masters-1); the rest are workers |
-/// | staleness | unbounded | asynchronous | a worker may run at most this many steps ahead of the slowest worker (0 = bulk synchronous) |
-/// | sharding | Balanced | asynchronous | how parameters are split over masters |
-/// | average_rounds | false | asynchronous | the Go report's variant: masters average one update from every worker per round |
-/// | gather_to_all | false | asynchronous | after training, every rank (not only rank 0) gets the final parameters |
+/// | field | default | meaning |
+/// |---|---|---|
+/// | accumulation_steps | 1 | backward passes per step; gradients accumulate locally with no communication in between |
+/// | root | 0 | rank whose initial parameters and optimizer state everyone starts from |
 struct DistOptions {
-    std::size_t bucket_bytes = std::size_t(1) << 20;
-    bool overlap = true;
+    /// Backward passes per step() (>= 1).
     std::size_t accumulation_steps = 1;
-    StateSync state_sync = StateSync::Broadcast;
+    /// Rank whose initial model and optimizer state every rank starts from.
     int root = 0;
+};
+
+/// Options of the synchronous policies (Collective, Ring, Naive and any Communicator), on top of DistOptions.
+///
+/// | field | default | meaning |
+/// |---|---|---|
+/// | bucket_bytes | 1 MiB | gradients are reduced in buckets of about this many bytes, last layer first; a layer larger than this is split into pieces (see make_buckets()); 0 = one bucket per whole layer. 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
+/// | overlap | true | start a bucket's reduction during backward as soon as its gradients are final (Dense layers larger than a quarter bucket report their gradient in parts); step() then applies the optimizer bucket by bucket while the next reduction is in flight (optimizers with the range form) |
+/// | state_sync | Broadcast | how BatchNorm running statistics are kept consistent |
+struct SyncOptions : DistOptions {
+    /// Target bucket size in bytes (0: one bucket per layer).
+    std::size_t bucket_bytes = std::size_t(1) << 20;
+    /// Overlap the reductions with backward() and the optimizer with the reductions.
+    bool overlap = true;
+    /// How the model's non-trainable state is kept consistent.
+    StateSync state_sync = StateSync::Broadcast;
+};
+
+/// Options of the asynchronous parameter-server policy (Async), on top of DistOptions.
+///
+/// | field | default | meaning |
+/// |---|---|---|
+/// | masters | 1 | number of parameter-server ranks (ranks 0..masters-1); the rest are workers |
+/// | staleness | unbounded | a worker may run at most this many steps ahead of the slowest worker (0 = bulk synchronous) |
+/// | sharding | Balanced | how parameters are split over masters |
+/// | average_rounds | false | the Go report's variant: masters average one update from every worker per round |
+/// | gather_to_all | false | after training, every rank (not only rank 0) gets the final parameters |
+struct AsyncOptions : DistOptions {
+    /// Parameter-server ranks (>= 1).
     int masters = 1;
+    /// Steps a worker may run ahead of the slowest unfinished worker.
     std::uint64_t staleness = unbounded_staleness;
+    /// How the parameters are split over the masters.
     Sharding sharding = Sharding::Balanced;
+    /// One averaged update per round of every worker's gradient.
     bool average_rounds = false;
+    /// Final parameters on every rank instead of rank 0 only.
     bool gather_to_all = false;
 };
+
+/// The options type of DistOptimizer<Policy, Opt>: AsyncOptions for Async, SyncOptions otherwise.
+template <class Policy>
+using options_for = std::conditional_t<std::is_same_v<Policy, Async>, AsyncOptions, SyncOptions>;
 
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -21,6 +22,11 @@ namespace dtrain {
 /// | `std::uint64_t steps() const`, `void set_steps(std::uint64_t)` | number of steps taken (Adam's bias correction and schedules use it) |
 /// | `double learning_rate() const` | the learning rate the next step() uses (schedule applied) |
 /// | `void set_learning_rate(double)` | sets the base learning rate |
+///
+/// Optional: `std::string describe() const`, the kind and hyper-parameters, e.g.
+/// "SGD(lr=0.05, momentum=0.9, dampening=0, nesterov=false, weight_decay=0)" (has_describe_v checks it).
+/// DistOptimizer compares it across ranks at construction and checkpoints record it, so a rank or a file
+/// with another optimizer or learning rate is an error that names both.
 ///
 /// DistOptimizer wraps any model of this concept, including a user's own; is_optimizer_v checks it.
 ///
@@ -55,6 +61,19 @@ struct is_optimizer<
 /// True when Opt models the Optimizer concept.
 template <class Opt>
 inline constexpr bool is_optimizer_v = is_optimizer<Opt>::value;
+
+/// Detects the optional describe() of the Optimizer concept.
+template <class Opt, class = void>
+struct has_describe : std::false_type {};
+
+/// Specialisation that detects `std::string describe() const`.
+template <class Opt>
+struct has_describe<Opt, std::void_t<decltype(std::string(std::declval<const Opt&>().describe()))>>
+    : std::true_type {};
+
+/// True when Opt provides describe().
+template <class Opt>
+inline constexpr bool has_describe_v = has_describe<Opt>::value;
 
 /// Detects the range form of the Optimizer concept (step_range() and finish_step()).
 template <class Opt, class = void>

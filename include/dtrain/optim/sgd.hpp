@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include <dtrain/core/span.hpp>
 #include <dtrain/optim/detail/optimizer_base.hpp>
@@ -143,6 +144,15 @@ public:
 
     /// The options given at construction (lr is the initial base rate; see base_learning_rate()).
     const SGDOptions& options() const noexcept { return options_; }
+
+    /// "SGD(lr=..., momentum=..., dampening=..., nesterov=..., weight_decay=...)" with the current base rate.
+    std::string describe() const {
+        return detail::concat("SGD(lr=", detail::shortest(this->base_learning_rate()),
+                              ", momentum=", detail::shortest(options_.momentum()),
+                              ", dampening=", detail::shortest(options_.dampening()),
+                              ", nesterov=", options_.nesterov() ? "true" : "false",
+                              ", weight_decay=", detail::shortest(options_.weight_decay()), ")");
+    }
 
     /// One update of `params` from `grads` (see the class comment for the rule). Both must have the size
     /// given to reset(); the first call without reset() sizes the state from params.

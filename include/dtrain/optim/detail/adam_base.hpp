@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 
 #if defined(__SSE2__)
@@ -135,6 +136,14 @@ class BasicAdam : public OptimizerBase<T> {
 public:
     /// The options given at construction (lr is the initial base rate; see base_learning_rate()).
     const Options& options() const noexcept { return options_; }
+
+    /// "<name>(lr=..., beta1=..., beta2=..., eps=..., weight_decay=...)" with the current base rate.
+    std::string describe() const {
+        return concat(this->name(), "(lr=", shortest(this->base_learning_rate()),
+                      ", beta1=", shortest(options_.beta1()), ", beta2=", shortest(options_.beta2()),
+                      ", eps=", shortest(options_.eps()),
+                      ", weight_decay=", shortest(options_.weight_decay()), ")");
+    }
 
     /// One update of `params` from `grads`. Both must have the size given to reset(); the first call
     /// without reset() sizes the state from params.

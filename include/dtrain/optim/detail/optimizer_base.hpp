@@ -1,8 +1,10 @@
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -21,6 +23,13 @@ inline void check_non_negative(const char* who, const char* what, double v) {
 /// Throws dtrain::Error "<who>: <what> must be in [0, 1), got <v>" unless 0 <= v < 1.
 inline void check_unit_interval(const char* who, const char* what, double v) {
     DTRAIN_CHECK(v >= 0.0 && v < 1.0, who, ": ", what, " must be in [0, 1), got ", v);
+}
+
+/// `v` in the shortest form that reads back as the same double ("0.05", "1e-08"), for describe().
+inline std::string shortest(double v) {
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
 }
 
 /// What every dtrain optimizer shares: the flat state buffer (`slots` slots of n values), the step count,
