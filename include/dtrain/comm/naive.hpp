@@ -164,7 +164,7 @@ public:
         const int count = detail::mpi_count(data, "Naive::broadcast");
         if (size() == 1) return;
         if (rank() != root) {
-            DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, kBlockingTag, comm_.get(),
+            DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, blocking_tag, comm_.get(),
                                       MPI_STATUS_IGNORE));
             return;
         }
@@ -174,7 +174,7 @@ public:
         for (int q = 0; q < size(); ++q) {
             if (q == root) continue;
             DTRAIN_MPI_CHECK(
-                MPI_Isend(data.data(), count, mpi_type<T>(), q, kBlockingTag, comm_.get(), &rq[k]));
+                MPI_Isend(data.data(), count, mpi_type<T>(), q, blocking_tag, comm_.get(), &rq[k]));
             ++k;
         }
         DTRAIN_MPI_CHECK(MPI_Waitall(k, rq, MPI_STATUSES_IGNORE));
@@ -184,7 +184,7 @@ public:
     /// Requires equal lengths on all ranks.
     template <class T>
     void allreduce_sum(Span<T> data) {
-        Request r = start(data, kBlockingTag);
+        Request r = start(data, blocking_tag);
         wait(r);
     }
 
@@ -192,7 +192,7 @@ public:
     /// returned. Several requests may be in flight; all ranks must start them in the same order.
     template <class T>
     Request iallreduce_sum(Span<T> data) {
-        return start(data, 1 + static_cast<int>(sequence_++ % kTagRange));
+        return start(data, 1 + static_cast<int>(sequence_++ % tag_range));
     }
 
     /// Advances `request`; true once it has completed (also for an inactive request).
@@ -215,8 +215,8 @@ public:
     std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
 
 private:
-    static constexpr int kBlockingTag = 0;
-    static constexpr std::uint64_t kTagRange = 32766;  // MPI guarantees tags up to at least 32767
+    static constexpr int blocking_tag = 0;
+    static constexpr std::uint64_t tag_range = 32766;  // MPI guarantees tags up to at least 32767
 
     template <class T>
     Request start(Span<T> data, int tag) {

@@ -52,8 +52,8 @@ public:
     /// initialised. Throws dtrain::Error for a window outside 0..16.
     explicit Ring(MPI_Comm comm = MPI_COMM_WORLD, RingOptions options = {})
         : comm_(comm), options_(options), pool_(std::make_shared<detail::ScratchPool>()) {
-        DTRAIN_CHECK(options.window >= 0 && options.window <= detail::kRingMaxWindow,
-                     "Ring: window must be in 0..", detail::kRingMaxWindow, ", got ", options.window);
+        DTRAIN_CHECK(options.window >= 0 && options.window <= detail::ring_max_window,
+                     "Ring: window must be in 0..", detail::ring_max_window, ", got ", options.window);
     }
 
     /// Duplicates other's communicator (collective) with the same options and a fresh scratch pool.
@@ -91,33 +91,33 @@ public:
         const int v = (rank() - root + p) % p;  // position in the chain
         const int prev = (rank() - 1 + p) % p, next = (rank() + 1) % p;
         const std::size_t seg = segment_elems(data.size(), sizeof(T));
-        const int window = window_for(data.size() * sizeof(T));
+        const int in_flight = window();
         const std::size_t nseg = (data.size() + seg - 1) / seg;
         const bool receives = v > 0, sends = v < p - 1;
-        MPI_Request rreq[detail::kRingMaxWindow], sreq[detail::kRingMaxWindow];
+        MPI_Request rreq[detail::ring_max_window], sreq[detail::ring_max_window];
         std::size_t r_post = receives ? 0 : nseg, r_done = r_post, s_post = 0, s_done = 0;
         detail::Backoff backoff;
         auto piece = [&](std::size_t k) { return std::min(seg, data.size() - k * seg); };
         while (r_done < nseg || (sends && s_done < nseg)) {
-            while (r_post < nseg && r_post - r_done < std::size_t(window)) {
+            while (r_post < nseg && r_post - r_done < std::size_t(in_flight)) {
                 DTRAIN_MPI_CHECK(MPI_Irecv(data.data() + r_post * seg, static_cast<int>(piece(r_post)),
-                                           mpi_type<T>(), prev, kBlockingTag, comm_.get(),
-                                           &rreq[r_post % window]));
+                                           mpi_type<T>(), prev, blocking_tag, comm_.get(),
+                                           &rreq[r_post % in_flight]));
                 ++r_post;
             }
-            while (sends && s_post < r_done && s_post - s_done < std::size_t(window)) {
+            while (sends && s_post < r_done && s_post - s_done < std::size_t(in_flight)) {
                 DTRAIN_MPI_CHECK(MPI_Isend(data.data() + s_post * seg, static_cast<int>(piece(s_post)),
-                                           mpi_type<T>(), next, kBlockingTag, comm_.get(),
-                                           &sreq[s_post % window]));
+                                           mpi_type<T>(), next, blocking_tag, comm_.get(),
+                                           &sreq[s_post % in_flight]));
                 ++s_post;
             }
             int rflag = 0, sflag = 0;
             if (r_done < r_post) {
-                DTRAIN_MPI_CHECK(MPI_Test(&rreq[r_done % window], &rflag, MPI_STATUS_IGNORE));
+                DTRAIN_MPI_CHECK(MPI_Test(&rreq[r_done % in_flight], &rflag, MPI_STATUS_IGNORE));
                 if (rflag) ++r_done;
             }
             if (s_done < s_post) {
-                DTRAIN_MPI_CHECK(MPI_Test(&sreq[s_done % window], &sflag, MPI_STATUS_IGNORE));
+                DTRAIN_MPI_CHECK(MPI_Test(&sreq[s_done % in_flight], &sflag, MPI_STATUS_IGNORE));
                 if (sflag) ++s_done;
             }
             if (!rflag && !sflag) backoff.pause();
@@ -129,7 +129,7 @@ public:
     template <class T>
     void allreduce_sum(Span<T> data) {
         if (size() == 1 || data.empty()) return;
-        Request r = start(data, kBlockingTag);
+        Request r = start(data, blocking_tag);
         wait(r);
     }
 
@@ -137,7 +137,7 @@ public:
     /// returned. Several requests may be in flight; all ranks must start them in the same order.
     template <class T>
     Request iallreduce_sum(Span<T> data) {
-        const int tag = 1 + static_cast<int>(sequence_++ % kTagRange);
+        const int tag = 1 + static_cast<int>(sequence_++ % tag_range);
         Request r = start(data, tag);
         r.op().progress();  // post the first messages right away
         return r;
@@ -169,21 +169,20 @@ public:
     /// to 512 KiB (per-message overhead dominates small buffers) and 512 KiB segments beyond (they stay
     /// cache-resident between arrival and reduction).
     std::size_t segment_elems(std::size_t piece_elems, std::size_t elem_bytes) const noexcept {
-        const std::size_t seg_bytes = options_.segment_bytes > 0 ? options_.segment_bytes : kAutoSegmentBytes;
+        const std::size_t seg_bytes =
+            options_.segment_bytes > 0 ? options_.segment_bytes : auto_segment_bytes;
         return std::clamp<std::size_t>(seg_bytes / elem_bytes, 1, std::max<std::size_t>(piece_elems, 1));
     }
 
-    /// Messages in flight per direction for a buffer of `bytes` bytes (the option if set, else a default).
-    int window_for(std::size_t bytes) const noexcept {
-        (void)bytes;
-        return options_.window > 0 ? options_.window : kAutoWindow;
-    }
+    /// Messages kept in flight per direction by allreduce_sum and broadcast: the option if set, else 4 (the
+    /// same for every buffer size: benchmarks/allreduce/README.md, "Tuning").
+    int window() const noexcept { return options_.window > 0 ? options_.window : auto_window; }
 
 private:
-    static constexpr int kBlockingTag = 0;
-    static constexpr std::size_t kAutoSegmentBytes = std::size_t(512) << 10;
-    static constexpr int kAutoWindow = 4;
-    static constexpr std::uint64_t kTagRange = 32766;  // MPI guarantees tags up to at least 32767
+    static constexpr int blocking_tag = 0;
+    static constexpr std::size_t auto_segment_bytes = std::size_t(512) << 10;
+    static constexpr int auto_window = 4;
+    static constexpr std::uint64_t tag_range = 32766;  // MPI guarantees tags up to at least 32767
 
     template <class T>
     Request start(Span<T> data, int tag) {
@@ -201,7 +200,7 @@ private:
         c.n = data.size();
         const std::size_t chunk = (data.size() + std::size_t(size()) - 1) / std::size_t(size());
         c.seg = segment_elems(chunk, sizeof(T));
-        c.window = window_for(data.size() * sizeof(T));
+        c.window = window();
         c.reduce = &detail::add_into_erased<T>;
         r.scratch() = detail::ScratchLease(pool_, std::size_t(c.window) * c.seg * sizeof(T));
         c.scratch = r.scratch().data();
