@@ -159,8 +159,7 @@ public:
     /// all ranks; throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
-        DTRAIN_CHECK(root >= 0 && root < size(), "Naive::broadcast: root ", root, " is not a rank of a ",
-                     size(), "-rank communicator");
+        detail::check_root("Naive::broadcast", root, size());
         const int count = detail::mpi_count(data, "Naive::broadcast");
         if (size() == 1) return;
         if (rank() != root) {

@@ -83,8 +83,7 @@ public:
     /// Requires equal lengths on all ranks; throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
-        DTRAIN_CHECK(root >= 0 && root < size(), "Ring::broadcast: root ", root, " is not a rank of a ",
-                     size(), "-rank communicator");
+        detail::check_root("Ring::broadcast", root, size());
         detail::mpi_count(data, "Ring::broadcast");
         const int p = size();
         if (p == 1 || data.empty()) return;
