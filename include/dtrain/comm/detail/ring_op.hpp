@@ -138,12 +138,18 @@ public:
         return !active_;
     }
 
+    /// Blocks until the operation has completed, polling progress() with a Backoff between unsuccessful
+    /// polls. Throws dtrain::Error when an MPI call fails.
+    void wait() {
+        Backoff backoff;
+        while (!progress())
+            backoff.pause();
+    }
+
     /// Completes every posted message quietly (used when a pending request is destroyed).
     void drain() noexcept {
         try {
-            Backoff backoff;
-            while (!progress())
-                backoff.pause();
+            wait();
         } catch (...) {
             active_ = false;
         }
