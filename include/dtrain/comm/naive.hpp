@@ -1,16 +1,12 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
-#include <memory>
-#include <utility>
 
 #include <mpi.h>
 
 #include <dtrain/comm/communicator.hpp>
-#include <dtrain/comm/detail/comm_handle.hpp>
-#include <dtrain/comm/detail/pooled_request.hpp>
+#include <dtrain/comm/detail/point_to_point.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
@@ -123,117 +119,63 @@ private:
 /// result. Each rank sends and receives (p-1) times the buffer: simple, latency-friendly for tiny buffers,
 /// bandwidth-poor for large ones. broadcast sends root's buffer to every rank directly.
 ///
-/// Works on a duplicate of the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error).
-/// Copying duplicates the communicator (collective), moving steals it. Scratch (p buffers) comes from a
-/// reused pool. Not thread-safe: calls on one Naive and on its requests must be serialised (one thread, or a
-/// mutex). All ranks must call collective operations in the same order.
-class Naive {
+/// rank(), size(), mpi_comm(), allreduce_sum(), iallreduce_sum(), test(), wait(), barrier() and
+/// scratch_buffers() come from detail::PointToPoint, shared with Ring. Works on a duplicate of the given
+/// communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// communicator (collective), moving steals it. Scratch (p buffers) comes from a reused pool. Not
+/// thread-safe: calls on one Naive and on its requests must be serialised (one thread, or a mutex). All ranks
+/// must call collective operations in the same order.
+class Naive : public detail::PointToPoint<Naive, detail::NaiveAllreduceOp> {
+    using Base = detail::PointToPoint<Naive, detail::NaiveAllreduceOp>;
+
 public:
     /// Handle of one nonblocking naive all-reduce. Move-only. Destroying a pending request waits for its
     /// messages (without summing); requests must complete before their Naive is destroyed.
-    using Request = detail::PooledRequest<detail::NaiveAllreduceOp>;
+    using Request = Base::Request;
 
     /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
-    explicit Naive(MPI_Comm comm = MPI_COMM_WORLD)
-        : comm_(comm), pool_(std::make_shared<detail::ScratchPool>()) {}
-    /// Duplicates other's communicator (collective) with a fresh scratch pool.
-    Naive(const Naive& other) : comm_(other.comm_), pool_(std::make_shared<detail::ScratchPool>()) {}
-    /// Steals other's communicator and scratch pool.
-    Naive(Naive&& other) noexcept = default;
-    /// Copy (duplicate) or move assignment.
-    Naive& operator=(Naive other) noexcept {
-        std::swap(comm_, other.comm_);
-        std::swap(pool_, other.pool_);
-        std::swap(sequence_, other.sequence_);
-        return *this;
-    }
-
-    /// This rank.
-    int rank() const noexcept { return comm_.rank(); }
-    /// Number of ranks.
-    int size() const noexcept { return comm_.size(); }
-    /// The duplicated communicator this policy works on.
-    MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
+    explicit Naive(MPI_Comm comm = MPI_COMM_WORLD) : Base(comm) {}
 
     /// Every rank ends with root's `data`: root sends it to each rank directly. Requires equal lengths on
     /// all ranks; throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
-        DTRAIN_CHECK(root >= 0 && root < size(), "Naive::broadcast: root ", root, " is not a rank of a ",
-                     size(), "-rank communicator");
+        detail::check_root("Naive::broadcast", root, size());
         const int count = detail::mpi_count(data, "Naive::broadcast");
         if (size() == 1) return;
         if (rank() != root) {
-            DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, kBlockingTag, comm_.get(),
+            DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, blocking_tag, mpi_comm(),
                                       MPI_STATUS_IGNORE));
             return;
         }
-        detail::ScratchLease reqs(pool_, std::size_t(size()) * sizeof(MPI_Request));
+        detail::ScratchLease reqs = lease(std::size_t(size()) * sizeof(MPI_Request));
         auto* rq = reinterpret_cast<MPI_Request*>(reqs.data());
         int k = 0;
         for (int q = 0; q < size(); ++q) {
             if (q == root) continue;
             DTRAIN_MPI_CHECK(
-                MPI_Isend(data.data(), count, mpi_type<T>(), q, kBlockingTag, comm_.get(), &rq[k]));
+                MPI_Isend(data.data(), count, mpi_type<T>(), q, blocking_tag, mpi_comm(), &rq[k]));
             ++k;
         }
         DTRAIN_MPI_CHECK(MPI_Waitall(k, rq, MPI_STATUSES_IGNORE));
     }
 
-    /// In-place element-wise sum over all ranks, summed in rank order; bitwise identical on every rank.
-    /// Requires equal lengths on all ranks.
-    template <class T>
-    void allreduce_sum(Span<T> data) {
-        Request r = start(data, kBlockingTag);
-        wait(r);
-    }
-
-    /// Starts an in-place naive sum; `data` must not be touched until test() returned true or wait()
-    /// returned. Several requests may be in flight; all ranks must start them in the same order.
-    template <class T>
-    Request iallreduce_sum(Span<T> data) {
-        return start(data, 1 + static_cast<int>(sequence_++ % kTagRange));
-    }
-
-    /// Advances `request`; true once it has completed (also for an inactive request).
-    bool test(Request& request) {
-        const bool done = request.op().progress();
-        if (done) request.scratch().reset();
-        return done;
-    }
-
-    /// Blocks until `request` has completed.
-    void wait(Request& request) {
-        request.op().wait();
-        request.scratch().reset();
-    }
-
-    /// Synchronises all ranks (MPI_Barrier).
-    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
-
-    /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
-    std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
-
 private:
-    static constexpr int kBlockingTag = 0;
-    static constexpr std::uint64_t kTagRange = 32766;  // MPI guarantees tags up to at least 32767
+    friend Base;
 
+    /// Starts the naive all-reduce of `data` on `tag`, posting all its messages (PointToPoint's contract).
     template <class T>
     Request start(Span<T> data, int tag) {
         const int count = detail::mpi_count(data, "Naive::allreduce_sum");
         Request r;
         if (size() == 1 || count == 0) return r;
         const std::size_t bytes = data.size() * sizeof(T);
-        r.scratch() = detail::ScratchLease(pool_, detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
-        r.op() = detail::NaiveAllreduceOp(comm_.get(), mpi_type<T>(), tag, rank(), size(),
+        r.scratch() = lease(detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
+        r.op() = detail::NaiveAllreduceOp(mpi_comm(), mpi_type<T>(), tag, rank(), size(),
                                           reinterpret_cast<unsigned char*>(data.data()), sizeof(T),
                                           data.size(), &detail::add_into_erased<T>, r.scratch().data());
         return r;
     }
-
-    detail::CommHandle comm_;
-    std::shared_ptr<detail::ScratchPool> pool_;
-    std::uint64_t sequence_ = 0;
 };
 
 static_assert(is_communicator_v<Naive>, "Naive must model the Communicator concept");

@@ -2,15 +2,11 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <utility>
 
 #include <mpi.h>
 
 #include <dtrain/comm/communicator.hpp>
-#include <dtrain/comm/detail/comm_handle.hpp>
-#include <dtrain/comm/detail/pooled_request.hpp>
+#include <dtrain/comm/detail/point_to_point.hpp>
 #include <dtrain/comm/detail/ring_op.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
@@ -19,7 +15,7 @@
 
 namespace dtrain {
 
-/// Tuning of the Ring communicator. Zero means "choose from the message size".
+/// Tuning of the Ring communicator. Zero means the default (Ring::segment_elems, Ring::window).
 struct RingOptions {
     /// Bytes per pipelined segment (rounded down to whole elements, at least one element).
     std::size_t segment_bytes = 0;
@@ -38,44 +34,26 @@ struct RingOptions {
 /// wait() completes; several may be in flight at once (each gets its own tag). Receive scratch comes from a
 /// pool that is reused, so steady-state calls do not allocate.
 ///
-/// Works on a duplicate of the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error).
-/// Copying duplicates the communicator (collective), moving steals it. Not thread-safe: calls on one Ring and
-/// on its requests must be serialised (one thread, or a mutex). All ranks must call the collective
-/// operations in the same order.
-class Ring {
+/// rank(), size(), mpi_comm(), allreduce_sum(), iallreduce_sum(), test(), wait(), barrier() and
+/// scratch_buffers() come from detail::PointToPoint, shared with Naive. Works on a duplicate of the given
+/// communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// communicator (collective), moving steals it. Not thread-safe: calls on one Ring and on its requests must
+/// be serialised (one thread, or a mutex). All ranks must call the collective operations in the same order.
+class Ring : public detail::PointToPoint<Ring, detail::RingAllreduceOp> {
+    using Base = detail::PointToPoint<Ring, detail::RingAllreduceOp>;
+
 public:
     /// Handle of one nonblocking ring all-reduce. Move-only. Destroying a request that has not completed
     /// completes it first (errors are then swallowed); requests must complete before their Ring is destroyed.
-    using Request = detail::PooledRequest<detail::RingAllreduceOp>;
+    using Request = Base::Request;
 
     /// Uses a duplicate of `comm` (collective over `comm`) tuned by `options`; requires MPI to be
     /// initialised. Throws dtrain::Error for a window outside 0..16.
-    explicit Ring(MPI_Comm comm = MPI_COMM_WORLD, RingOptions options = {})
-        : comm_(comm), options_(options), pool_(std::make_shared<detail::ScratchPool>()) {
-        DTRAIN_CHECK(options.window >= 0 && options.window <= detail::kRingMaxWindow,
-                     "Ring: window must be in 0..", detail::kRingMaxWindow, ", got ", options.window);
+    explicit Ring(MPI_Comm comm = MPI_COMM_WORLD, RingOptions options = {}) : Base(comm), options_(options) {
+        DTRAIN_CHECK(options.window >= 0 && options.window <= detail::ring_max_window,
+                     "Ring: window must be in 0..", detail::ring_max_window, ", got ", options.window);
     }
 
-    /// Duplicates other's communicator (collective) with the same options and a fresh scratch pool.
-    Ring(const Ring& other)
-        : comm_(other.comm_), options_(other.options_), pool_(std::make_shared<detail::ScratchPool>()) {}
-    /// Steals other's communicator and scratch pool.
-    Ring(Ring&& other) noexcept = default;
-    /// Copy (duplicate) or move assignment.
-    Ring& operator=(Ring other) noexcept {
-        std::swap(comm_, other.comm_);
-        std::swap(options_, other.options_);
-        std::swap(pool_, other.pool_);
-        std::swap(sequence_, other.sequence_);
-        return *this;
-    }
-
-    /// This rank.
-    int rank() const noexcept { return comm_.rank(); }
-    /// Number of ranks.
-    int size() const noexcept { return comm_.size(); }
-    /// The duplicated communicator this policy works on.
-    MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
     /// The tuning this Ring was built with.
     const RingOptions& options() const noexcept { return options_; }
 
@@ -83,115 +61,74 @@ public:
     /// Requires equal lengths on all ranks; throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
-        DTRAIN_CHECK(root >= 0 && root < size(), "Ring::broadcast: root ", root, " is not a rank of a ",
-                     size(), "-rank communicator");
+        detail::check_root("Ring::broadcast", root, size());
         detail::mpi_count(data, "Ring::broadcast");
         const int p = size();
         if (p == 1 || data.empty()) return;
         const int v = (rank() - root + p) % p;  // position in the chain
         const int prev = (rank() - 1 + p) % p, next = (rank() + 1) % p;
         const std::size_t seg = segment_elems(data.size(), sizeof(T));
-        const int window = window_for(data.size() * sizeof(T));
+        const int in_flight = window();
         const std::size_t nseg = (data.size() + seg - 1) / seg;
         const bool receives = v > 0, sends = v < p - 1;
-        MPI_Request rreq[detail::kRingMaxWindow], sreq[detail::kRingMaxWindow];
+        MPI_Request rreq[detail::ring_max_window], sreq[detail::ring_max_window];
         std::size_t r_post = receives ? 0 : nseg, r_done = r_post, s_post = 0, s_done = 0;
         detail::Backoff backoff;
         auto piece = [&](std::size_t k) { return std::min(seg, data.size() - k * seg); };
         while (r_done < nseg || (sends && s_done < nseg)) {
-            while (r_post < nseg && r_post - r_done < std::size_t(window)) {
+            while (r_post < nseg && r_post - r_done < std::size_t(in_flight)) {
                 DTRAIN_MPI_CHECK(MPI_Irecv(data.data() + r_post * seg, static_cast<int>(piece(r_post)),
-                                           mpi_type<T>(), prev, kBlockingTag, comm_.get(),
-                                           &rreq[r_post % window]));
+                                           mpi_type<T>(), prev, blocking_tag, mpi_comm(),
+                                           &rreq[r_post % in_flight]));
                 ++r_post;
             }
-            while (sends && s_post < r_done && s_post - s_done < std::size_t(window)) {
+            while (sends && s_post < r_done && s_post - s_done < std::size_t(in_flight)) {
                 DTRAIN_MPI_CHECK(MPI_Isend(data.data() + s_post * seg, static_cast<int>(piece(s_post)),
-                                           mpi_type<T>(), next, kBlockingTag, comm_.get(),
-                                           &sreq[s_post % window]));
+                                           mpi_type<T>(), next, blocking_tag, mpi_comm(),
+                                           &sreq[s_post % in_flight]));
                 ++s_post;
             }
             int rflag = 0, sflag = 0;
             if (r_done < r_post) {
-                DTRAIN_MPI_CHECK(MPI_Test(&rreq[r_done % window], &rflag, MPI_STATUS_IGNORE));
+                DTRAIN_MPI_CHECK(MPI_Test(&rreq[r_done % in_flight], &rflag, MPI_STATUS_IGNORE));
                 if (rflag) ++r_done;
             }
             if (s_done < s_post) {
-                DTRAIN_MPI_CHECK(MPI_Test(&sreq[s_done % window], &sflag, MPI_STATUS_IGNORE));
+                DTRAIN_MPI_CHECK(MPI_Test(&sreq[s_done % in_flight], &sflag, MPI_STATUS_IGNORE));
                 if (sflag) ++s_done;
             }
             if (!rflag && !sflag) backoff.pause();
         }
     }
 
-    /// In-place element-wise sum over all ranks with the pipelined ring; bitwise identical on every rank.
-    /// Requires equal lengths on all ranks.
-    template <class T>
-    void allreduce_sum(Span<T> data) {
-        if (size() == 1 || data.empty()) return;
-        Request r = start(data, kBlockingTag);
-        wait(r);
-    }
-
-    /// Starts an in-place ring sum; `data` must not be touched until test() returned true or wait()
-    /// returned. Several requests may be in flight; all ranks must start them in the same order.
-    template <class T>
-    Request iallreduce_sum(Span<T> data) {
-        const int tag = 1 + static_cast<int>(sequence_++ % kTagRange);
-        Request r = start(data, tag);
-        r.op().progress();  // post the first messages right away
-        return r;
-    }
-
-    /// Advances `request`; true once it has completed (also for an inactive request).
-    bool test(Request& request) {
-        const bool done = request.op().progress();
-        if (done) request.scratch().reset();
-        return done;
-    }
-
-    /// Blocks (polling) until `request` has completed.
-    void wait(Request& request) {
-        detail::Backoff backoff;
-        while (!request.op().progress())
-            backoff.pause();
-        request.scratch().reset();
-    }
-
-    /// Synchronises all ranks (MPI_Barrier).
-    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
-
-    /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
-    std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
-
     /// Segment length in elements for pieces of `piece_elems` elements of `elem_bytes` bytes (the chunk of
     /// one rank for allreduce_sum, the whole buffer for broadcast): the option if set, else whole pieces up
     /// to 512 KiB (per-message overhead dominates small buffers) and 512 KiB segments beyond (they stay
     /// cache-resident between arrival and reduction).
     std::size_t segment_elems(std::size_t piece_elems, std::size_t elem_bytes) const noexcept {
-        const std::size_t seg_bytes = options_.segment_bytes > 0 ? options_.segment_bytes : kAutoSegmentBytes;
+        const std::size_t seg_bytes =
+            options_.segment_bytes > 0 ? options_.segment_bytes : auto_segment_bytes;
         return std::clamp<std::size_t>(seg_bytes / elem_bytes, 1, std::max<std::size_t>(piece_elems, 1));
     }
 
-    /// Messages in flight per direction for a buffer of `bytes` bytes (the option if set, else a default).
-    int window_for(std::size_t bytes) const noexcept {
-        (void)bytes;
-        return options_.window > 0 ? options_.window : kAutoWindow;
-    }
+    /// Messages kept in flight per direction by allreduce_sum and broadcast: the option if set, else 4 (the
+    /// same for every buffer size: benchmarks/allreduce/README.md, "Tuning").
+    int window() const noexcept { return options_.window > 0 ? options_.window : auto_window; }
 
 private:
-    static constexpr int kBlockingTag = 0;
-    static constexpr std::size_t kAutoSegmentBytes = std::size_t(512) << 10;
-    static constexpr int kAutoWindow = 4;
-    static constexpr std::uint64_t kTagRange = 32766;  // MPI guarantees tags up to at least 32767
+    friend Base;
 
+    static constexpr std::size_t auto_segment_bytes = std::size_t(512) << 10;
+    static constexpr int auto_window = 4;
+
+    /// Starts the ring all-reduce of `data` on `tag` and posts its first messages (PointToPoint's contract).
     template <class T>
     Request start(Span<T> data, int tag) {
         detail::mpi_count(data, "Ring::allreduce_sum");
         Request r;
         if (size() == 1 || data.empty()) return r;
         detail::RingAllreduceOp::Config c;
-        c.comm = comm_.get();
+        c.comm = mpi_comm();
         c.type = mpi_type<T>();
         c.tag = tag;
         c.rank = rank();
@@ -201,18 +138,16 @@ private:
         c.n = data.size();
         const std::size_t chunk = (data.size() + std::size_t(size()) - 1) / std::size_t(size());
         c.seg = segment_elems(chunk, sizeof(T));
-        c.window = window_for(data.size() * sizeof(T));
+        c.window = window();
         c.reduce = &detail::add_into_erased<T>;
-        r.scratch() = detail::ScratchLease(pool_, std::size_t(c.window) * c.seg * sizeof(T));
+        r.scratch() = lease(std::size_t(c.window) * c.seg * sizeof(T));
         c.scratch = r.scratch().data();
         r.op() = detail::RingAllreduceOp(c);
+        r.op().progress();  // post the first messages right away
         return r;
     }
 
-    detail::CommHandle comm_;
     RingOptions options_;
-    std::shared_ptr<detail::ScratchPool> pool_;
-    std::uint64_t sequence_ = 0;
 };
 
 static_assert(is_communicator_v<Ring>, "Ring must model the Communicator concept");

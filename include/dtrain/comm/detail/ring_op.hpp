@@ -26,7 +26,7 @@ private:
 };
 
 /// The most point-to-point messages a ring operation keeps in flight per direction.
-inline constexpr int kRingMaxWindow = 16;
+inline constexpr int ring_max_window = 16;
 
 /// One pipelined ring all-reduce as a state machine over MPI_Isend/MPI_Irecv/MPI_Test, type-erased so one
 /// Request type serves every element type.
@@ -63,7 +63,7 @@ public:
 
     /// Prepares the operation; nothing is posted until the first progress().
     explicit RingAllreduceOp(const Config& c) noexcept : c_(c) {
-        c_.window = std::clamp(c_.window, 1, kRingMaxWindow);
+        c_.window = std::clamp(c_.window, 1, ring_max_window);
         c_.seg = std::max<std::size_t>(c_.seg, 1);
         steps_ = c_.size > 1 ? 2 * (c_.size - 1) : 0;
         base_ = c_.n / static_cast<std::size_t>(c_.size);
@@ -138,12 +138,18 @@ public:
         return !active_;
     }
 
+    /// Blocks until the operation has completed, polling progress() with a Backoff between unsuccessful
+    /// polls. Throws dtrain::Error when an MPI call fails.
+    void wait() {
+        Backoff backoff;
+        while (!progress())
+            backoff.pause();
+    }
+
     /// Completes every posted message quietly (used when a pending request is destroyed).
     void drain() noexcept {
         try {
-            Backoff backoff;
-            while (!progress())
-                backoff.pause();
+            wait();
         } catch (...) {
             active_ = false;
         }
@@ -209,8 +215,8 @@ private:
     int steps_ = 0;
     std::size_t base_ = 0, rem_ = 0;
     Cursor send_post_, send_done_, recv_post_, recv_done_;
-    MPI_Request sreq_[kRingMaxWindow] = {};
-    MPI_Request rreq_[kRingMaxWindow] = {};
+    MPI_Request sreq_[ring_max_window] = {};
+    MPI_Request rreq_[ring_max_window] = {};
     bool active_ = false;
 };
 

@@ -1,0 +1,129 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include <mpi.h>
+
+#include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/comm/detail/pooled_request.hpp>
+#include <dtrain/comm/detail/scratch_pool.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/core/span.hpp>
+
+namespace dtrain::detail {
+
+/// Everything the point-to-point communicator policies (Ring, Naive) share, so that they hold only their
+/// algorithms: the duplicated communicator, the scratch pool, copy and move, rank()/size()/mpi_comm(), the
+/// blocking and nonblocking all-reduce entry points with their tags, test(), wait(), barrier() and
+/// scratch_buffers().
+///
+/// A CRTP base. `Op` is the all-reduce state machine held by a Request (PooledRequest<Op>): default-
+/// constructed inactive, progress() advances it without blocking and is true once done, wait() blocks until
+/// done, drain() and active() as PooledRequest requires. `Derived` provides, as a private member with this
+/// base as friend, `template <class T> Request start(Span<T> data, int tag)`: checks `data`, leases its
+/// scratch with lease(), posts the operation's first messages on `tag` and returns the request (inactive
+/// when there is nothing to send). CRTP rather than a virtual base or a member object: allreduce_sum and
+/// iallreduce_sum are templates over the element type, so they cannot call a virtual start(), and a member
+/// would make every policy forward the ten public members again; the call is resolved at compile time (no
+/// indirection on the hot path) and Ring and Naive stay distinct types with distinct Requests. The base is
+/// not usable on its own: its constructors, assignments and destructor are protected.
+///
+/// Tags: blocking operations (allreduce_sum, the policies' broadcast) use blocking_tag; each nonblocking
+/// request takes the next tag of 1..tag_range in turn, so up to tag_range requests in flight together never
+/// share a tag with each other or with a blocking call. Copying duplicates the communicator (collective over
+/// its ranks) and starts a fresh scratch pool and tag sequence; moving steals the communicator, the pool
+/// (leases of pending requests keep it alive) and the sequence. Not thread-safe (see the policies).
+template <class Derived, class Op>
+class PointToPoint {
+public:
+    /// Handle of one nonblocking all-reduce: the operation plus the lease of its scratch. Move-only.
+    using Request = PooledRequest<Op>;
+
+    /// This rank.
+    int rank() const noexcept { return comm_.rank(); }
+    /// Number of ranks.
+    int size() const noexcept { return comm_.size(); }
+    /// The duplicated communicator this policy works on (MPI_COMM_NULL once moved from).
+    MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
+
+    /// In-place element-wise sum over all ranks, on blocking_tag; bitwise identical on every rank. Requires
+    /// equal lengths on all ranks.
+    template <class T>
+    void allreduce_sum(Span<T> data) {
+        Request r = derived().start(data, blocking_tag);
+        wait(r);
+    }
+
+    /// Starts an in-place sum on the next nonblocking tag; `data` must not be touched until test() returned
+    /// true or wait() returned. Several requests may be in flight; all ranks must start them in the same
+    /// order.
+    template <class T>
+    Request iallreduce_sum(Span<T> data) {
+        return derived().start(data, next_tag());
+    }
+
+    /// Advances `request` without blocking; true once it has completed (also for an inactive request), and
+    /// then its scratch is back in the pool.
+    bool test(Request& request) {
+        const bool done = request.op().progress();
+        if (done) request.scratch().reset();
+        return done;
+    }
+
+    /// Blocks until `request` has completed, then returns its scratch to the pool.
+    void wait(Request& request) {
+        request.op().wait();
+        request.scratch().reset();
+    }
+
+    /// Synchronises all ranks (MPI_Barrier).
+    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
+
+    /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
+    std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
+
+protected:
+    /// The tag of blocking operations.
+    static constexpr int blocking_tag = 0;
+    /// Number of nonblocking tags, 1..tag_range (MPI guarantees tags up to at least 32767).
+    static constexpr std::uint64_t tag_range = 32766;
+
+    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
+    explicit PointToPoint(MPI_Comm comm) : comm_(comm), pool_(std::make_shared<ScratchPool>()) {}
+    /// Duplicates other's communicator (collective) with a fresh scratch pool and tag sequence.
+    PointToPoint(const PointToPoint& other) : comm_(other.comm_), pool_(std::make_shared<ScratchPool>()) {}
+    /// Steals other's communicator, scratch pool and tag sequence.
+    PointToPoint(PointToPoint&& other) noexcept = default;
+    /// Copy assignment: duplicates first, so a failure leaves this unchanged; frees the old communicator.
+    PointToPoint& operator=(const PointToPoint& other) { return take(PointToPoint(other)); }
+    /// Move assignment: steals other's state and frees the old communicator at once.
+    PointToPoint& operator=(PointToPoint&& other) noexcept { return take(std::move(other)); }
+    /// Frees the duplicated communicator (requests must have completed).
+    ~PointToPoint() = default;
+
+    /// The next nonblocking tag: 1, 2, ..., tag_range, 1, ... (never blocking_tag).
+    int next_tag() noexcept { return 1 + static_cast<int>(sequence_++ % tag_range); }
+
+    /// A lease of at least `bytes` bytes of scratch from this policy's pool (empty when bytes is 0).
+    ScratchLease lease(std::size_t bytes) { return ScratchLease(pool_, bytes); }
+
+private:
+    Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+
+    /// Swaps in `other`'s state; the old state is released when `other` goes out of scope.
+    PointToPoint& take(PointToPoint other) noexcept {
+        std::swap(comm_, other.comm_);
+        std::swap(pool_, other.pool_);
+        std::swap(sequence_, other.sequence_);
+        return *this;
+    }
+
+    CommHandle comm_;
+    std::shared_ptr<ScratchPool> pool_;
+    std::uint64_t sequence_ = 0;
+};
+
+}  // namespace dtrain::detail
