@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
                 "and pass\n  --data <where>/cifar-10-batches-bin (it holds data_batch_1.bin ... "
                 "data_batch_5.bin and test_batch.bin),\n  or run with --synthetic to train on generated "
                 "images without the data set");
-            train = first(dtrain::load_cifar10(data, dtrain::Split::train), train_limit);
-            test = first(dtrain::load_cifar10(data, dtrain::Split::test), test_limit);
+            train = first(dtrain::load_cifar10(data, dtrain::Split::Train), train_limit);
+            test = first(dtrain::load_cifar10(data, dtrain::Split::Test), test_limit);
         }
         DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
                      " training images cannot be divided among ", env.size(), " ranks");

@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
 
     dtrain::Dataset train, test;
     try {
-        train = first(dtrain::load_fashion_mnist(dtrain::Split::train, data), train_limit);
-        test = first(dtrain::load_fashion_mnist(dtrain::Split::test, data), test_limit);
+        train = first(dtrain::load_fashion_mnist(dtrain::Split::Train, data), train_limit);
+        test = first(dtrain::load_fashion_mnist(dtrain::Split::Test, data), test_limit);
         DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
                      " training images cannot be divided among ", env.size(), " ranks");
     } catch (const dtrain::Error& e) {

@@ -17,10 +17,10 @@ TEST_CASE("The real Fashion-MNIST files load with the right counts and labels", 
                                 " (install Debian's dataset-fashion-mnist package)");
         return;
     }
-    for (auto split : {dtrain::Split::train, dtrain::Split::test}) {
+    for (auto split : {dtrain::Split::Train, dtrain::Split::Test}) {
         const auto d = dtrain::load_fashion_mnist(split, dir);
-        const std::size_t n = split == dtrain::Split::train ? 60000 : 10000;
-        INFO("split " << (split == dtrain::Split::train ? "train" : "test"));
+        const std::size_t n = split == dtrain::Split::Train ? 60000 : 10000;
+        INFO("split " << (split == dtrain::Split::Train ? "train" : "test"));
         REQUIRE(d.size() == n);
         CHECK(d.features.shape() == std::vector<std::size_t>{n, 1, 28, 28});
         CHECK(d.class_names.size() == 10);

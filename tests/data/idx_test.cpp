@@ -58,20 +58,20 @@ TEST_CASE("load_fashion_mnist finds .gz files or raw files in a directory", "[da
     const auto px = random_bytes(4 * 28 * 28, rng);
     write_bytes(dir.file("t10k-images-idx3-ubyte.gz"), gzip_bytes(idx_bytes({4, 28, 28}, px)));
     write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 3, 1}));
-    const auto d = dtrain::load_fashion_mnist(dtrain::Split::test, dir.str());
+    const auto d = dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str());
     CHECK(d.size() == 4);
     CHECK(d.labels(0) == 9);
     CHECK(d.class_names.at(9) == "Ankle boot");
     CHECK(d.features(3, 0, 27, 27) == float(px.back()) / 255.0f);
-    auto m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::train, dir.str()); });
+    auto m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.str()); });
     CHECK(contains(m, dir.file("train-images-idx3-ubyte.gz")));
     CHECK(contains(m, "neither"));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::train, dir.file("nowhere")); });
+    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.file("nowhere")); });
     CHECK(contains(m, "nowhere"));
     CHECK(contains(m, "does not exist"));
     // A label outside the 10 classes is rejected.
     write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 10, 1}));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::test, dir.str()); });
+    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str()); });
     CHECK(contains(m, "label 10 at index 2"));
 }
 
@@ -155,7 +155,7 @@ TEST_CASE("CIFAR-10 binary batches round-trip from a directory", "[data][cifar]"
         write_bytes(name, i == 3 ? gzip_bytes(files.back()) : files.back());  // one compressed file too
     }
     write_bytes(dir.file("test_batch.bin"), cifar_records(3, 0, rng));
-    const auto tr = dtrain::load_cifar10(dir.str(), dtrain::Split::train);
+    const auto tr = dtrain::load_cifar10(dir.str(), dtrain::Split::Train);
     REQUIRE(tr.features.shape() == std::vector<std::size_t>{10, 3, 32, 32});
     CHECK(tr.class_names.at(0) == "airplane");
     for (std::size_t f = 0; f < 5; ++f)
@@ -170,7 +170,7 @@ TEST_CASE("CIFAR-10 binary batches round-trip from a directory", "[data][cifar]"
             CHECK(tr.features(k, 1, 0, 0) == float(rec[off + 1 + 1024]) / 255.0f);
             CHECK(tr.features(k, 2, 31, 31) == float(rec[off + 3072]) / 255.0f);
         }
-    const auto te = dtrain::load_cifar10(dir.str(), dtrain::Split::test);
+    const auto te = dtrain::load_cifar10(dir.str(), dtrain::Split::Test);
     CHECK(te.size() == 3);
     CHECK(te.labels(2) == 2);
 }
@@ -181,14 +181,14 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     const auto path = dir.file("test_batch.bin");
     auto err = [&](const std::vector<unsigned char>& b) {
         write_bytes(path, b);
-        const auto m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::test); });
+        const auto m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); });
         CHECK(contains(m, path));
         return m;
     };
-    auto m = error_of([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::test); });
+    auto m = error_of([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::Test); });
     CHECK(contains(m, "absent"));
     CHECK(contains(m, "does not exist"));
-    CHECK(contains(error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::test); }), "cannot open"));
+    CHECK(contains(error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); }), "cannot open"));
     CHECK(contains(err({}), "is empty"));
     auto recs = cifar_records(2, 0, rng);
     m = err(std::vector<unsigned char>(recs.begin(), recs.end() - 100));
@@ -198,7 +198,7 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     m = err(recs);
     CHECK(contains(m, "record 1"));
     CHECK(contains(m, "label 10"));
-    m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::train); });
+    m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Train); });
     CHECK(contains(m, "data_batch_1.bin"));
     CHECK(contains(error_of([] { dtrain::read_cifar10_batches({}); }),
                    "dtrain::read_cifar10: no batch files given"));

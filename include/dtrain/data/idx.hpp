@@ -153,7 +153,7 @@ inline std::string find_idx_file(const std::string& dir, const std::string& base
 /// Loads the MNIST-style file pair of `split` from `dir` with 10 classes named `names`.
 inline Dataset load_mnist_like(const std::string& dir, Split split, std::vector<std::string> names,
                                const char* who) {
-    const std::string prefix = split == Split::train ? "train" : "t10k";
+    const std::string prefix = split == Split::Train ? "train" : "t10k";
     const auto images = find_idx_file(dir, prefix + "-images-idx3-ubyte", who);
     const auto labels = find_idx_file(dir, prefix + "-labels-idx1-ubyte", who);
     Dataset d = load_idx(images, labels, std::move(names));
