@@ -59,7 +59,7 @@ Stats time_loader(const dtrain::Dataset& d, dtrain::LoaderOptions o, int epochs,
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
-    std::string dir = dtrain::kFashionMnistDir;
+    std::string dir = dtrain::default_fashion_mnist_dir();
     int reps = 5, epochs = 5;
     std::size_t batch = 64;
     bool train = true;

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     f.epochs = 10;
     f.batch_size = 64;
     f.lr = 0.005;
-    std::string data = dtrain::kFashionMnistDir;
+    std::string data = dtrain::default_fashion_mnist_dir();
     std::size_t train_limit = 0, test_limit = 0;
     double momentum = 0.9, weight_decay = 1e-5;
     bool augment = false;

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,35 @@ namespace {
 bool contains(const std::string& s, const std::string& sub) {
     return s.find(sub) != std::string::npos;
 }
+
+// Writes a 4-image Fashion-MNIST test split into `dir` (images gzip-compressed, labels 9, 0, 3, 1 raw);
+// returns the pixels.
+std::vector<unsigned char> write_test_split(const TempDir& dir) {
+    dtrain::Rng rng(3);
+    const auto px = random_bytes(4 * 28 * 28, rng);
+    write_bytes(dir.file("t10k-images-idx3-ubyte.gz"), gzip_bytes(idx_bytes({4, 28, 28}, px)));
+    write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 3, 1}));
+    return px;
+}
+
+// Sets (or with nullptr unsets) an environment variable for one scope and restores it afterwards.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        had_ = old != nullptr;
+        if (had_) old_ = old;
+        value ? ::setenv(name, value, 1) : ::unsetenv(name);
+    }
+    ~ScopedEnv() { had_ ? ::setenv(name_, old_.c_str(), 1) : ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    bool had_ = false;
+    std::string old_;
+};
 
 }  // namespace
 
@@ -54,10 +84,7 @@ TEST_CASE("IDX images and labels round-trip, gzip and raw", "[data][idx]") {
 
 TEST_CASE("load_fashion_mnist finds .gz files or raw files in a directory", "[data][idx]") {
     TempDir dir("idx_fm");
-    dtrain::Rng rng(3);
-    const auto px = random_bytes(4 * 28 * 28, rng);
-    write_bytes(dir.file("t10k-images-idx3-ubyte.gz"), gzip_bytes(idx_bytes({4, 28, 28}, px)));
-    write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 3, 1}));
+    const auto px = write_test_split(dir);
     const auto d = dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str());
     CHECK(d.size() == 4);
     CHECK(d.labels(0) == 9);
@@ -73,6 +100,26 @@ TEST_CASE("load_fashion_mnist finds .gz files or raw files in a directory", "[da
     write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 10, 1}));
     m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str()); });
     CHECK(contains(m, "label 10 at index 2"));
+}
+
+TEST_CASE("default_fashion_mnist_dir: DTRAIN_FASHION_MNIST_DIR overrides Debian's directory", "[data][idx]") {
+    const std::string debian = "/usr/share/datasets/fashion-mnist";
+    {
+        ScopedEnv unset("DTRAIN_FASHION_MNIST_DIR", nullptr);
+        CHECK(dtrain::default_fashion_mnist_dir() == debian);
+    }
+    {
+        ScopedEnv empty("DTRAIN_FASHION_MNIST_DIR", "");
+        CHECK(dtrain::default_fashion_mnist_dir() == debian);
+    }
+    TempDir dir("idx_env");
+    write_test_split(dir);
+    ScopedEnv set("DTRAIN_FASHION_MNIST_DIR", dir.str().c_str());
+    CHECK(dtrain::default_fashion_mnist_dir() == dir.str());
+    const auto d = dtrain::load_fashion_mnist(dtrain::Split::Test);  // no directory: the variable's
+    CHECK(d.size() == 4);
+    CHECK(d.labels(0) == 9);
+    CHECK(d.source == dir.str());
 }
 
 TEST_CASE("IDX errors name the file and the defect", "[data][idx]") {
