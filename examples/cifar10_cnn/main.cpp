@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     }
     const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
     const auto adam = dtrain::AdamOptions().lr(f.lr).weight_decay(weight_decay);
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         const dtrain::SoftmaxCrossEntropy<float> loss;
         if (optimizer == "adam")

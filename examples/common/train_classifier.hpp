@@ -50,7 +50,7 @@ inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
     cli.add("lr", f.lr, "learning rate").at_least(0.0);
     cli.add("seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
     cli.add("threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)").at_least(1);
-    cli.add("comm", f.comm, "communicator policy").choices({"collective", "ring", "naive", "async"});
+    cli.add("comm", f.comm, "communicator policy").choices(dtrain::policy_names());
     cli.add("masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers")
         .at_least(1);
     cli.add("staleness", f.staleness,
@@ -71,21 +71,6 @@ inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
     cli.add("checkpoint-every", f.checkpoint_every,
             "also write the checkpoint every N steps (0 = per epoch only)")
         .metavar("N");
-}
-
-/// Tag carrying a communicator policy type.
-template <class P>
-struct PolicyTag {
-    using type = P;
-};
-
-/// Calls `fn(PolicyTag<P>{})` with the policy named by `comm` (collective, ring, naive or async).
-template <class Fn>
-decltype(auto) with_policy(const std::string& comm, Fn&& fn) {
-    if (comm == "ring") return fn(PolicyTag<dtrain::Ring>{});
-    if (comm == "naive") return fn(PolicyTag<dtrain::Naive>{});
-    if (comm == "async") return fn(PolicyTag<dtrain::Async>{});
-    return fn(PolicyTag<dtrain::Collective>{});
 }
 
 /// DistOptions from the flags.

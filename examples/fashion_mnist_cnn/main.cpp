@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
             std::printf("linear scaling rule: lr %g x %d ranks = %g after a %llu-step warm-up\n", f.lr,
                         workers, f.lr * workers, static_cast<unsigned long long>(steps_per_epoch));
     }
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         return example::train_classifier<Policy>(model, sgd, dtrain::SoftmaxCrossEntropy<float>(), train,
                                                  test, f, setup);

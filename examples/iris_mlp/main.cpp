@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
         model.summary(std::cout);
     }
 
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         if (i.optimizer == "sgd")
             return run<Policy>(model, dtrain::SGD<float>(dtrain::SGDOptions().lr(f.lr).momentum(i.momentum)),

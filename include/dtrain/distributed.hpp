@@ -9,3 +9,4 @@
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/distributed/lr_scaling.hpp>
 #include <dtrain/distributed/options.hpp>
+#include <dtrain/distributed/policy_name.hpp>
