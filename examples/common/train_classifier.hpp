@@ -19,6 +19,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/app.hpp>
 #include <dtrain/dtrain.hpp>
 
 namespace example {
