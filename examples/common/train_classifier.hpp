@@ -1,10 +1,9 @@
 #pragma once
 
 // Shared plumbing of dtrain's example programs (like SINGA's train_cnn.py, which its CNN examples share):
-// the common command-line flags, choosing the communicator policy from --comm, and one data-parallel
-// training loop for a classifier with per-epoch metrics reduced over the workers, a live progress bar,
-// a metrics CSV and a Chrome-trace timeline. Each example builds its model and data and calls
-// train_classifier().
+// the common command-line flags (common_flags.hpp) and one data-parallel training loop for a classifier
+// with per-epoch metrics reduced over the workers, a live progress bar, a metrics CSV and a Chrome-trace
+// timeline. Each example builds its model and data and calls train_classifier().
 
 #include <algorithm>
 #include <cmath>
@@ -22,106 +21,12 @@
 #include <dtrain/app.hpp>
 #include <dtrain/dtrain.hpp>
 
+#include "common_flags.hpp"
+
 namespace example {
-
-/// Flags every example accepts.
-struct CommonFlags {
-    int epochs = 10;
-    std::size_t batch_size = 64;
-    double lr = 0.01;
-    std::uint64_t seed = 42;
-    int threads = 1;
-    std::string comm = "collective";
-    int masters = 1;
-    long long staleness = -1;
-    std::string log;
-    std::string timeline;
-    std::string progress = "auto";
-    std::size_t steps = 0;
-    bool eval = true;
-    double min_accuracy = -1.0;
-    std::string checkpoint;
-    std::size_t checkpoint_every = 0;
-};
-
-/// Declares the common flags on `cli`, bound to `f` (whose values are the defaults shown by --help).
-inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
-    cli.add("epochs", f.epochs, "passes over the training data").at_least(1);
-    cli.add("batch-size", f.batch_size, "samples per batch per worker").at_least(1);
-    cli.add("lr", f.lr, "learning rate").at_least(0.0);
-    cli.add("seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
-    cli.add("threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)").at_least(1);
-    cli.add("comm", f.comm, "communicator policy").choices(dtrain::policy_names());
-    cli.add("masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers")
-        .at_least(1);
-    cli.add("staleness", f.staleness,
-            "async: max steps a worker may run ahead of the slowest (-1 = unbounded)")
-        .at_least(-1);
-    cli.add("log", f.log, "write per-epoch metrics to this CSV file (one row per epoch)").metavar("PATH");
-    cli.add("timeline", f.timeline, "write a Chrome trace of every rank (open in ui.perfetto.dev)")
-        .metavar("PATH");
-    cli.add("progress", f.progress, "live progress bar: auto = when stdout is a terminal")
-        .choices({"auto", "on", "off"});
-    cli.add("steps", f.steps, "stop each epoch after this many steps per worker (0 = whole epoch)");
-    cli.add("eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");
-    cli.add("min-accuracy", f.min_accuracy, "exit with status 3 when the final test accuracy is below this")
-        .metavar("X");
-    cli.add("checkpoint", f.checkpoint,
-            "resume from this checkpoint if it exists; write it after every epoch (synchronous policies)")
-        .metavar("PATH");
-    cli.add("checkpoint-every", f.checkpoint_every,
-            "also write the checkpoint every N steps (0 = per epoch only)")
-        .metavar("N");
-}
-
-/// DistOptions from the flags.
-inline dtrain::DistOptions dist_options(const CommonFlags& f) {
-    dtrain::DistOptions o;
-    o.masters = f.masters;
-    o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
-    return o;
-}
 
 using dtrain::world_rank;
 using dtrain::world_size;
-
-/// The program name for messages.
-inline std::string cli_name(char** argv) {
-    std::string s = argv[0];
-    const auto slash = s.find_last_of('/');
-    return slash == std::string::npos ? s : s.substr(slash + 1);
-}
-
-/// parse_flags()'s result meaning "go on with the program".
-inline constexpr int keep_going = -1;
-
-/// Parses the command line on every rank (parsing is deterministic, so every rank agrees). Returns
-/// keep_going to go on, or the exit status: 0 after --help (printed by rank 0), 2 on a bad flag (message
-/// by rank 0). Also checks the flags against the number of ranks and sets the BLAS threads.
-inline int parse_flags(dtrain::CommandLine& cli, const CommonFlags& f, int argc, char** argv) {
-    const int rank = world_rank(), size = world_size();
-    try {
-        if (!cli.parse(argc, argv)) {
-            if (rank == 0) cli.usage(std::cout);
-            return 0;
-        }
-        DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
-                     f.masters, " needs at least ", f.masters + 1, " ranks (run with mpiexec -n ",
-                     f.masters + 1, " or more), got ", size);
-        DTRAIN_CHECK(f.comm == "async" || (!cli.given("masters") && !cli.given("staleness")),
-                     "command line: --masters and --staleness apply to --comm async only");
-        DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
-                     "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
-                     "the async masters hold the optimizer state");
-        DTRAIN_CHECK(f.checkpoint_every == 0 || !f.checkpoint.empty(),
-                     "command line: --checkpoint-every needs --checkpoint PATH");
-        dtrain::set_blas_threads(f.threads);
-    } catch (const dtrain::Error& e) {
-        if (rank == 0) std::cerr << cli_name(argv) << ": error: " << e.what() << "\n";
-        return 2;
-    }
-    return keep_going;
-}
 
 /// What a program adds to the shared training loop.
 struct TrainSetup {

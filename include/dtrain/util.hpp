@@ -1,9 +1,8 @@
 #pragma once
 
 /// @file
-/// Library utilities: command-line parsing, Chrome-trace timeline and BLAS thread control. The progress
+/// Library utilities: the Chrome-trace timeline and BLAS thread control. The progress
 /// bar and the metrics CSV log are application helpers: <dtrain/app.hpp> (target dtrain::app).
 
 #include <dtrain/util/blas_threads.hpp>
-#include <dtrain/util/cli.hpp>
 #include <dtrain/util/timeline.hpp>
