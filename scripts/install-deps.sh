@@ -6,7 +6,8 @@
 #   --torch  also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
-      libopenblas-dev zlib1g-dev catch2 clang-format dataset-fashion-mnist python3-sklearn)
+      libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
+      python3-sklearn)
 for a in "$@"; do
   case "$a" in
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;

@@ -59,7 +59,7 @@ Stats time_loader(const dtrain::Dataset& d, dtrain::LoaderOptions o, int epochs,
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
-    std::string dir = dtrain::kFashionMnistDir;
+    std::string dir = dtrain::default_fashion_mnist_dir();
     int reps = 5, epochs = 5;
     std::size_t batch = 64;
     bool train = true;
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < reps; ++r) {
             const auto t0 = Clock::now();
             const std::clock_t c0 = std::clock();
-            d = dtrain::load_fashion_mnist(dtrain::Split::train, dir);
+            d = dtrain::load_fashion_mnist(dtrain::Split::Train, dir);
             load_cpu.push_back(double(std::clock() - c0) / CLOCKS_PER_SEC);
             load_t.push_back(seconds_since(t0));
         }

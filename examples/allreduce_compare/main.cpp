@@ -7,62 +7,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <dtrain/comm.hpp>
 #include <dtrain/core/environment.hpp>
 
-namespace {
+#include "../common/command_line.hpp"
 
-const char* kUsage =
-    "usage: allreduce_compare [--sizes N1,N2,...] [--reps K] [--help]   (run under mpiexec.mpich -n P)\n"
-    "  --sizes LIST  comma-separated buffer lengths in floats (default 1,1000,100000,4000000)\n"
-    "  --reps K      timed repetitions per algorithm and size, 1..1000 (default 5)\n"
-    "Exit status 0 when every check passed, 1 when a result disagreed, 2 for bad flags.\n";
+namespace {
 
 struct Options {
     std::vector<std::size_t> sizes = {1, 1000, 100000, 4000000};
     int reps = 5;
 };
-
-std::size_t parse_count(const std::string& flag, const std::string& v, std::size_t lo, std::size_t hi) {
-    char* end = nullptr;
-    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-    DTRAIN_CHECK(!v.empty() && *end == '\0' && v[0] != '-' && x >= lo && x <= hi, "allreduce_compare: ", flag,
-                 " needs an integer in ", lo, "..", hi, ", got '", v, "'");
-    return std::size_t(x);
-}
-
-Options parse(int argc, char** argv) {
-    Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--help" || a == "-h") {
-            o.reps = -1;
-            return o;
-        }
-        DTRAIN_CHECK(a == "--sizes" || a == "--reps", "allreduce_compare: unknown flag '", a,
-                     "'; see --help");
-        DTRAIN_CHECK(i + 1 < argc, "allreduce_compare: ", a, " needs a value");
-        const std::string v = argv[++i];
-        if (a == "--reps") {
-            o.reps = int(parse_count(a, v, 1, 1000));
-        } else {
-            o.sizes.clear();
-            std::stringstream ss(v);
-            std::string s;
-            while (std::getline(ss, s, ','))
-                o.sizes.push_back(parse_count("--sizes", s, 0, std::size_t(1) << 28));
-            DTRAIN_CHECK(!o.sizes.empty(), "allreduce_compare: --sizes is empty");
-        }
-    }
-    return o;
-}
 
 /// Rank r's input at index i.
 float input(int r, std::size_t i) {
@@ -101,16 +61,17 @@ bool identical_on_all_ranks(const std::vector<float>& v, MPI_Comm comm) {
 int main(int argc, char** argv) {
     dtrain::Environment env(argc, argv);
     Options o;
-    try {
-        o = parse(argc, argv);
-    } catch (const dtrain::Error& e) {  // all ranks see the same flags and leave together
-        if (env.rank() == 0) std::cerr << e.what() << '\n' << kUsage;
-        return 2;
-    }
-    if (o.reps < 0) {
-        if (env.rank() == 0) std::cout << kUsage;
-        return 0;
-    }
+    example::App app(
+        "allreduce_compare",
+        "Sums a float buffer over the ranks with Naive, Ring and MPI_Allreduce (Collective), checks\n"
+        "that they agree and prints the median time of each (run under mpiexec.mpich -n P).\n");
+    app.footer("Exit status 0 when every check passed, 1 when a result disagreed, 2 for bad flags.");
+    app.add_option("--sizes", o.sizes, "comma-separated buffer lengths in floats")
+        ->delimiter(',')
+        ->check(example::number<std::size_t>(0, std::size_t(1) << 28));
+    example::add_number(app, "--reps", o.reps, "timed repetitions per algorithm and size", 1, 1000);
+    const int status = example::parse_command_line(app, argc, argv);
+    if (status != example::keep_going) return status;
     dtrain::Naive naive(env.world());
     dtrain::Ring ring(env.world());
     dtrain::Collective collective(env.world());

@@ -78,37 +78,41 @@ int main(int argc, char** argv) {
     double momentum = 0.9, weight_decay = 5e-4;
     bool augment = false, use_synthetic = false;
     std::string model_name = "cnn", optimizer = "auto";
-    dtrain::CommandLine cli(
+    example::App app(
         "cifar10_cnn",
         "Trains the course report's CNN (Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-\n"
         "Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10), with a Flatten before the first Dense) on\n"
         "CIFAR-10, data-parallel over the MPI ranks; --model resnet9 trains the Needle report's ResNet9\n"
         "(zoo::resnet9, two residual blocks) with Adam(lr 0.001, weight decay 0.001) instead. Download the\n"
         "binary version from https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and extract it; pass\n"
-        "the directory cifar-10-batches-bin with --data. --synthetic needs no data set.");
-    example::add_common_flags(cli, f);
-    cli.add("model", model_name, "network: the course report's CNN or the Needle report's ResNet9")
-        .choices({"cnn", "resnet9"});
-    cli.add("optimizer", optimizer,
-            "auto = sgd for cnn, adam for resnet9; unless given, --lr and --weight-decay are 0.01 and "
-            "5e-4 with sgd, 0.001 and 0.001 with adam")
-        .choices({"auto", "sgd", "adam"});
-    cli.add("data", data, "directory of the CIFAR-10 binary batches").metavar("DIR");
-    cli.add("synthetic", use_synthetic, "train on generated CIFAR-shaped images instead of the data set");
-    cli.add("train-limit", train_limit, "use only the first N training images (0 = all; synthetic: 5000)");
-    cli.add("test-limit", test_limit, "use only the first N test images (0 = all; synthetic: 1000)");
-    cli.add("momentum", momentum, "SGD momentum (sgd only)").at_least(0.0).at_most(0.999);
-    cli.add("weight-decay", weight_decay, "weight decay (L2, added to the gradient)").at_least(0.0);
-    cli.add("augment", augment, "augment training images: random crop after 4-pixel padding, random flip");
-    const int status = example::parse_flags(cli, f, argc, argv);
+        "the directory cifar-10-batches-bin with --data. --synthetic needs no data set.\n");
+    example::add_common_flags(app, f);
+    app.add_option("--model", model_name, "network: the course report's CNN or the Needle report's ResNet9")
+        ->check(CLI::IsMember({"cnn", "resnet9"}));
+    app.add_option("--optimizer", optimizer,
+                   "auto = sgd for cnn, adam for resnet9; unless given, --lr and --weight-decay are 0.01 and "
+                   "5e-4 with sgd, 0.001 and 0.001 with adam")
+        ->check(CLI::IsMember({"auto", "sgd", "adam"}));
+    app.add_option("--data", data, "directory of the CIFAR-10 binary batches")->type_name("DIR");
+    app.add_flag("--synthetic", use_synthetic,
+                 "train on generated CIFAR-shaped images instead of the data set");
+    example::add_number(app, "--train-limit", train_limit,
+                        "use only the first N training images (0 = all; synthetic: 5000)");
+    example::add_number(app, "--test-limit", test_limit,
+                        "use only the first N test images (0 = all; synthetic: 1000)");
+    example::add_number(app, "--momentum", momentum, "SGD momentum (sgd only)", 0.0, 0.999);
+    example::add_number(app, "--weight-decay", weight_decay, "weight decay (L2, added to the gradient)", 0.0);
+    app.add_flag("--augment", augment,
+                 "augment training images: random crop after 4-pixel padding, random flip");
+    const int status = example::parse_flags(app, f, argc, argv);
     if (status != example::keep_going) return status;
     // The optimizer each source document used: SGD for the course report's CNN, Adam for the Needle
     // report's ResNet9; --lr and --weight-decay default to that optimizer's settings unless given.
     if (optimizer == "auto") optimizer = model_name == "resnet9" ? "adam" : "sgd";
     if (optimizer == "adam") {
-        if (!cli.given("lr")) f.lr = 0.001;
-        if (!cli.given("weight-decay")) weight_decay = 0.001;
-        if (cli.given("momentum")) {
+        if (!example::given(app, "lr")) f.lr = 0.001;
+        if (!example::given(app, "weight-decay")) weight_decay = 0.001;
+        if (example::given(app, "momentum")) {
             if (env.rank() == 0)
                 std::cerr << "cifar10_cnn: error: command line: --momentum applies to --optimizer sgd only\n";
             return 2;
@@ -130,8 +134,8 @@ int main(int argc, char** argv) {
                 "and pass\n  --data <where>/cifar-10-batches-bin (it holds data_batch_1.bin ... "
                 "data_batch_5.bin and test_batch.bin),\n  or run with --synthetic to train on generated "
                 "images without the data set");
-            train = first(dtrain::load_cifar10(data, dtrain::Split::train), train_limit);
-            test = first(dtrain::load_cifar10(data, dtrain::Split::test), test_limit);
+            train = first(dtrain::load_cifar10(data, dtrain::Split::Train), train_limit);
+            test = first(dtrain::load_cifar10(data, dtrain::Split::Test), test_limit);
         }
         DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
                      " training images cannot be divided among ", env.size(), " ranks");
@@ -176,7 +180,7 @@ int main(int argc, char** argv) {
     }
     const auto sgd = dtrain::SGDOptions().lr(f.lr).momentum(momentum).weight_decay(weight_decay);
     const auto adam = dtrain::AdamOptions().lr(f.lr).weight_decay(weight_decay);
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         const dtrain::SoftmaxCrossEntropy<float> loss;
         if (optimizer == "adam")

@@ -1,10 +1,9 @@
 #pragma once
 
 // Shared plumbing of dtrain's example programs (like SINGA's train_cnn.py, which its CNN examples share):
-// the common command-line flags, choosing the communicator policy from --comm, and one data-parallel
-// training loop for a classifier with per-epoch metrics reduced over the workers, a live progress bar,
-// a metrics CSV and a Chrome-trace timeline. Each example builds its model and data and calls
-// train_classifier().
+// the common command-line flags (common_flags.hpp) and one data-parallel training loop for a classifier
+// with per-epoch metrics reduced over the workers, a live progress bar, a metrics CSV and a Chrome-trace
+// timeline. Each example builds its model and data and calls train_classifier().
 
 #include <algorithm>
 #include <cmath>
@@ -20,126 +19,15 @@
 
 #include <mpi.h>
 
+#include <dtrain/app.hpp>
 #include <dtrain/dtrain.hpp>
+
+#include "common_flags.hpp"
 
 namespace example {
 
-/// Flags every example accepts.
-struct CommonFlags {
-    int epochs = 10;
-    std::size_t batch_size = 64;
-    double lr = 0.01;
-    std::uint64_t seed = 42;
-    int threads = 1;
-    std::string comm = "collective";
-    int masters = 1;
-    long long staleness = -1;
-    std::string log;
-    std::string timeline;
-    std::string progress = "auto";
-    std::size_t steps = 0;
-    bool eval = true;
-    double min_accuracy = -1.0;
-    std::string checkpoint;
-    std::size_t checkpoint_every = 0;
-};
-
-/// Declares the common flags on `cli`, bound to `f` (whose values are the defaults shown by --help).
-inline void add_common_flags(dtrain::CommandLine& cli, CommonFlags& f) {
-    cli.add("epochs", f.epochs, "passes over the training data").at_least(1);
-    cli.add("batch-size", f.batch_size, "samples per batch per worker").at_least(1);
-    cli.add("lr", f.lr, "learning rate").at_least(0.0);
-    cli.add("seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
-    cli.add("threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)").at_least(1);
-    cli.add("comm", f.comm, "communicator policy").choices({"collective", "ring", "naive", "async"});
-    cli.add("masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers")
-        .at_least(1);
-    cli.add("staleness", f.staleness,
-            "async: max steps a worker may run ahead of the slowest (-1 = unbounded)")
-        .at_least(-1);
-    cli.add("log", f.log, "write per-epoch metrics to this CSV file (one row per epoch)").metavar("PATH");
-    cli.add("timeline", f.timeline, "write a Chrome trace of every rank (open in ui.perfetto.dev)")
-        .metavar("PATH");
-    cli.add("progress", f.progress, "live progress bar: auto = when stdout is a terminal")
-        .choices({"auto", "on", "off"});
-    cli.add("steps", f.steps, "stop each epoch after this many steps per worker (0 = whole epoch)");
-    cli.add("eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");
-    cli.add("min-accuracy", f.min_accuracy, "exit with status 3 when the final test accuracy is below this")
-        .metavar("X");
-    cli.add("checkpoint", f.checkpoint,
-            "resume from this checkpoint if it exists; write it after every epoch (synchronous policies)")
-        .metavar("PATH");
-    cli.add("checkpoint-every", f.checkpoint_every,
-            "also write the checkpoint every N steps (0 = per epoch only)")
-        .metavar("N");
-}
-
-/// Tag carrying a communicator policy type.
-template <class P>
-struct PolicyTag {
-    using type = P;
-};
-
-/// Calls `fn(PolicyTag<P>{})` with the policy named by `comm` (collective, ring, naive or async).
-template <class Fn>
-decltype(auto) with_policy(const std::string& comm, Fn&& fn) {
-    if (comm == "ring") return fn(PolicyTag<dtrain::Ring>{});
-    if (comm == "naive") return fn(PolicyTag<dtrain::Naive>{});
-    if (comm == "async") return fn(PolicyTag<dtrain::Async>{});
-    return fn(PolicyTag<dtrain::Collective>{});
-}
-
-/// The options of DistOptimizer<Policy, ...> from the flags.
-template <class Policy>
-dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
-    dtrain::options_for<Policy> o;
-    if constexpr (std::is_same_v<Policy, dtrain::Async>) {
-        o.masters = f.masters;
-        o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
-    }
-    return o;
-}
-
 using dtrain::world_rank;
 using dtrain::world_size;
-
-/// The program name for messages.
-inline std::string cli_name(char** argv) {
-    std::string s = argv[0];
-    const auto slash = s.find_last_of('/');
-    return slash == std::string::npos ? s : s.substr(slash + 1);
-}
-
-/// parse_flags()'s result meaning "go on with the program".
-inline constexpr int keep_going = -1;
-
-/// Parses the command line on every rank (parsing is deterministic, so every rank agrees). Returns
-/// keep_going to go on, or the exit status: 0 after --help (printed by rank 0), 2 on a bad flag (message
-/// by rank 0). Also checks the flags against the number of ranks and sets the BLAS threads.
-inline int parse_flags(dtrain::CommandLine& cli, const CommonFlags& f, int argc, char** argv) {
-    const int rank = world_rank(), size = world_size();
-    try {
-        if (!cli.parse(argc, argv)) {
-            if (rank == 0) cli.usage(std::cout);
-            return 0;
-        }
-        DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
-                     f.masters, " needs at least ", f.masters + 1, " ranks (run with mpiexec -n ",
-                     f.masters + 1, " or more), got ", size);
-        DTRAIN_CHECK(f.comm == "async" || (!cli.given("masters") && !cli.given("staleness")),
-                     "command line: --masters and --staleness apply to --comm async only");
-        DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
-                     "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
-                     "the async masters hold the optimizer state");
-        DTRAIN_CHECK(f.checkpoint_every == 0 || !f.checkpoint.empty(),
-                     "command line: --checkpoint-every needs --checkpoint PATH");
-        dtrain::set_blas_threads(f.threads);
-    } catch (const dtrain::Error& e) {
-        if (rank == 0) std::cerr << cli_name(argv) << ": error: " << e.what() << "\n";
-        return 2;
-    }
-    return keep_going;
-}
 
 /// What a program adds to the shared training loop.
 struct TrainSetup {
@@ -157,30 +45,6 @@ struct PassTotals {
     double correct = 0.0;
     double samples = 0.0;
 };
-
-/// Evaluates `model` (in eval mode) on the samples `indices` of `data`; returns local sums.
-template <class Loss>
-PassTotals evaluate(dtrain::Model<float>& model, const Loss& loss, const dtrain::Dataset& data,
-                    std::vector<std::size_t> indices, std::size_t batch_size) {
-    PassTotals t;
-    if (indices.empty()) return t;
-    dtrain::LoaderOptions lo;
-    lo.batch_size = batch_size;
-    lo.shuffle = false;
-    dtrain::DataLoader loader(data, std::move(indices), lo);
-    dtrain::Tensor<float> grad;
-    model.eval();
-    loader.start_epoch(0);
-    while (loader.next()) {
-        const auto& out = model.forward(loader.features());
-        const double n = double(loader.current_batch_size());
-        t.loss_sum += double(loss.compute(out, loader.labels(), grad)) * n;
-        t.correct += double(dtrain::count_correct(out, loader.labels()));
-        t.samples += n;
-    }
-    model.train();
-    return t;
-}
 
 /// Result of train_classifier().
 struct TrainResult {
@@ -252,8 +116,6 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
         lo.augment = setup.augment;
         lo.augment.seed = f.seed + 7919u * std::uint64_t(wr + 1);
         dtrain::DataLoader loader(train, dtrain::DistributedSampler(train.size(), wr, wn, so), lo);
-        const auto test_part = test.size() >= std::size_t(wn) ? dtrain::eval_shard(test.size(), wr, wn)
-                                                              : std::vector<std::size_t>{};
         dtrain::Tensor<float> grad;
         std::uint64_t step = start.step;
         for (int epoch = int(start.epoch) + 1; epoch <= f.epochs; ++epoch) {
@@ -304,23 +166,21 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             const double train_time = MPI_Wtime() - t0;
             bar.finish();
 
-            PassTotals te;
+            dtrain::Evaluation te;  // global, over the workers' current models
             if (f.eval) {
                 dtrain::TimelineScope s("evaluate", "eval");
-                te = evaluate(model, loss, test, test_part, setup.eval_batch_size);
+                te = dtrain::evaluate(dopt, loss, test, setup.eval_batch_size);
             }
             const double elapsed = MPI_Wtime() - t0;
             // Global metrics over the workers (collective over the workers).
             const double g_loss = dopt.global_sum(tr.loss_sum), g_correct = dopt.global_sum(tr.correct),
                          g_samples = dopt.global_sum(tr.samples);
-            const double g_tloss = dopt.global_sum(te.loss_sum), g_tcorrect = dopt.global_sum(te.correct),
-                         g_tsamples = dopt.global_sum(te.samples);
             double times[2] = {train_time, elapsed}, max_times[2] = {0, 0};
             DTRAIN_MPI_CHECK(MPI_Allreduce(times, max_times, 2, MPI_DOUBLE, MPI_MAX, dopt.worker_comm()));
             const double train_loss = g_loss / std::max(1.0, g_samples),
                          train_acc = g_correct / std::max(1.0, g_samples);
-            const double test_loss = g_tsamples > 0 ? g_tloss / g_tsamples : std::nan("");
-            const double test_acc = g_tsamples > 0 ? g_tcorrect / g_tsamples : std::nan("");
+            const double test_loss = f.eval ? te.loss : std::nan("");
+            const double test_acc = f.eval ? te.accuracy : std::nan("");
             const double rate = max_times[0] > 0 ? g_samples / max_times[0] : 0.0;
             last_test_acc = test_acc;
             result.samples_per_s = rate;
@@ -363,14 +223,12 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     double final_acc = last_test_acc;
     if (f.comm == "async") {
         final_acc = std::numeric_limits<double>::quiet_NaN();
-        if (world_rank() == 0 && f.eval) {
-            std::vector<std::size_t> all(test.size());
-            for (std::size_t i = 0; i < all.size(); ++i)
-                all[i] = i;
-            const PassTotals t = evaluate(model, loss, test, std::move(all), setup.eval_batch_size);
-            final_acc = t.correct / std::max(1.0, t.samples);
-            std::printf("final model (assembled on rank 0): test accuracy %.2f%%\n", 100.0 * final_acc);
-            std::fflush(stdout);
+        if (f.eval) {
+            final_acc = dtrain::evaluate(dopt, loss, test, setup.eval_batch_size).accuracy;
+            if (world_rank() == 0) {
+                std::printf("final model (assembled on rank 0): test accuracy %.2f%%\n", 100.0 * final_acc);
+                std::fflush(stdout);
+            }
         }
     }
     // Every rank learns rank 0's figure (rank 0 is a worker, or the async master holding the final model),

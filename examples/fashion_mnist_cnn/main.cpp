@@ -36,34 +36,37 @@ int main(int argc, char** argv) {
     f.epochs = 10;
     f.batch_size = 64;
     f.lr = 0.005;
-    std::string data = dtrain::kFashionMnistDir;
+    std::string data = dtrain::default_fashion_mnist_dir();
     std::size_t train_limit = 0, test_limit = 0;
     double momentum = 0.9, weight_decay = 1e-5;
     bool augment = false;
     bool scale_lr = true;
-    dtrain::CommandLine cli(
+    example::App app(
         "fashion_mnist_cnn",
         "Trains the SINGA tutorial's CNN (Conv2d(1,20,5)-ReLU-MaxPool(2)-Conv2d(20,50,5)-ReLU-MaxPool(2)-\n"
         "Flatten-Dense(800,500)-ReLU-Dense(500,10)) on Fashion-MNIST, data-parallel over the MPI ranks.\n"
         "The data directory holds train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz),\n"
-        "t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz) (Debian: dataset-fashion-mnist).");
-    example::add_common_flags(cli, f);
-    cli.add("data", data, "Fashion-MNIST directory").metavar("DIR");
-    cli.add("train-limit", train_limit, "use only the first N training images (0 = all 60000)");
-    cli.add("test-limit", test_limit, "use only the first N test images (0 = all 10000)");
-    cli.add("momentum", momentum, "SGD momentum").at_least(0.0).at_most(0.999);
-    cli.add("weight-decay", weight_decay, "SGD weight decay (L2)").at_least(0.0);
-    cli.add("augment", augment, "augment training images: random crop after 2-pixel padding, random flip");
-    cli.add("scale-lr", scale_lr,
-            "linear scaling rule (Goyal et al.): with N ranks the rate is N x --lr, reached by a linear "
-            "warm-up over the first epoch (on by default; --scale-lr=false keeps --lr)");
-    const int status = example::parse_flags(cli, f, argc, argv);
+        "t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz) (Debian: dataset-fashion-mnist;\n"
+        "the default directory is $DTRAIN_FASHION_MNIST_DIR when set).\n");
+    example::add_common_flags(app, f);
+    app.add_option("--data", data, "Fashion-MNIST directory")->type_name("DIR");
+    example::add_number(app, "--train-limit", train_limit,
+                        "use only the first N training images (0 = all 60000)");
+    example::add_number(app, "--test-limit", test_limit, "use only the first N test images (0 = all 10000)");
+    example::add_number(app, "--momentum", momentum, "SGD momentum", 0.0, 0.999);
+    example::add_number(app, "--weight-decay", weight_decay, "SGD weight decay (L2)", 0.0);
+    app.add_flag("--augment", augment,
+                 "augment training images: random crop after 2-pixel padding, random flip");
+    app.add_flag("--scale-lr", scale_lr,
+                 "linear scaling rule (Goyal et al.): with N ranks the rate is N x --lr, reached by a linear "
+                 "warm-up over the first epoch (on by default; --scale-lr=false keeps --lr)");
+    const int status = example::parse_flags(app, f, argc, argv);
     if (status != example::keep_going) return status;
 
     dtrain::Dataset train, test;
     try {
-        train = first(dtrain::load_fashion_mnist(dtrain::Split::train, data), train_limit);
-        test = first(dtrain::load_fashion_mnist(dtrain::Split::test, data), test_limit);
+        train = first(dtrain::load_fashion_mnist(dtrain::Split::Train, data), train_limit);
+        test = first(dtrain::load_fashion_mnist(dtrain::Split::Test, data), test_limit);
         DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
                      " training images cannot be divided among ", env.size(), " ranks");
     } catch (const dtrain::Error& e) {
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
             std::printf("linear scaling rule: lr %g x %d ranks = %g after a %llu-step warm-up\n", f.lr,
                         workers, f.lr * workers, static_cast<unsigned long long>(steps_per_epoch));
     }
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         return example::train_classifier<Policy>(model, sgd, dtrain::SoftmaxCrossEntropy<float>(), train,
                                                  test, f, setup);

@@ -64,33 +64,38 @@ int main(int argc, char** argv) {
     f.batch_size = 8;
     f.lr = 0.01;
     IrisFlags i;
-    dtrain::CommandLine cli(
+    example::App app(
         "iris_mlp",
         "Trains a 4-30-20-3 MLP on the Iris table, data-parallel over the MPI ranks, and reports\n"
         "training and held-out test loss and accuracy per epoch.\n"
         "--preset go reproduces the Go report: sigmoid activations, L2 (mean squared error)\n"
-        "loss against one-hot labels, plain SGD, lr 0.01, batch 4, 100 epochs, raw features.");
-    example::add_common_flags(cli, f);
-    cli.add("data", i.data, "Iris CSV file (header + 4 features + species)").metavar("PATH");
-    cli.add("split-seed", i.split_seed, "seed of the train/test split (independent of --seed)");
-    cli.add("test-fraction", i.test_fraction, "held-out fraction of every class").at_least(0.01).at_most(0.9);
-    cli.add("activation", i.activation, "hidden activation").choices({"relu", "tanh", "sigmoid"});
-    cli.add("loss", i.loss, "loss: softmax cross-entropy, or mean squared error to one-hot labels")
-        .choices({"cross-entropy", "mse"});
-    cli.add("optimizer", i.optimizer, "local optimizer").choices({"adam", "sgd"});
-    cli.add("momentum", i.momentum, "SGD momentum").at_least(0.0).at_most(0.999);
-    cli.add("standardize", i.standardize, "z-score the features with the training split's statistics");
-    cli.add("preset", i.preset, "settings preset; explicit flags override it").choices({"default", "go"});
-    const int status = example::parse_flags(cli, f, argc, argv);
+        "loss against one-hot labels, plain SGD, lr 0.01, batch 4, 100 epochs, raw features.\n");
+    example::add_common_flags(app, f);
+    app.add_option("--data", i.data, "Iris CSV file (header + 4 features + species)")->type_name("PATH");
+    example::add_number(app, "--split-seed", i.split_seed,
+                        "seed of the train/test split (independent of --seed)");
+    example::add_number(app, "--test-fraction", i.test_fraction, "held-out fraction of every class", 0.01,
+                        0.9);
+    app.add_option("--activation", i.activation, "hidden activation")
+        ->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
+    app.add_option("--loss", i.loss, "loss: softmax cross-entropy, or mean squared error to one-hot labels")
+        ->check(CLI::IsMember({"cross-entropy", "mse"}));
+    app.add_option("--optimizer", i.optimizer, "local optimizer")->check(CLI::IsMember({"adam", "sgd"}));
+    example::add_number(app, "--momentum", i.momentum, "SGD momentum", 0.0, 0.999);
+    app.add_flag("--standardize", i.standardize,
+                 "z-score the features with the training split's statistics (--standardize=false: raw)");
+    app.add_option("--preset", i.preset, "settings preset; explicit flags override it")
+        ->check(CLI::IsMember({"default", "go"}));
+    const int status = example::parse_flags(app, f, argc, argv);
     if (status != example::keep_going) return status;
     if (i.preset == "go") {  // the Go report's settings, unless given explicitly
-        if (!cli.given("activation")) i.activation = "sigmoid";
-        if (!cli.given("loss")) i.loss = "mse";
-        if (!cli.given("optimizer")) i.optimizer = "sgd";
-        if (!cli.given("lr")) f.lr = 0.01;
-        if (!cli.given("batch-size")) f.batch_size = 4;
-        if (!cli.given("epochs")) f.epochs = 100;
-        if (!cli.given("standardize")) i.standardize = false;
+        if (!example::given(app, "activation")) i.activation = "sigmoid";
+        if (!example::given(app, "loss")) i.loss = "mse";
+        if (!example::given(app, "optimizer")) i.optimizer = "sgd";
+        if (!example::given(app, "lr")) f.lr = 0.01;
+        if (!example::given(app, "batch-size")) f.batch_size = 4;
+        if (!example::given(app, "epochs")) f.epochs = 100;
+        if (!example::given(app, "standardize")) i.standardize = false;
     }
 
     dtrain::Dataset train, test;
@@ -128,7 +133,7 @@ int main(int argc, char** argv) {
         model.summary(std::cout);
     }
 
-    const auto result = example::with_policy(f.comm, [&](auto tag) {
+    const auto result = dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
         if (i.optimizer == "sgd")
             return run<Policy>(model, dtrain::SGD<float>(dtrain::SGDOptions().lr(f.lr).momentum(i.momentum)),

@@ -13,6 +13,7 @@
 #include <dtrain/distributed/evaluate.hpp>
 #include <dtrain/distributed/lr_scaling.hpp>
 #include <dtrain/distributed/options.hpp>
+#include <dtrain/distributed/policy_name.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
 #include <dtrain/distributed/report.hpp>
 #include <dtrain/distributed/sharding.hpp>

@@ -1,11 +1,8 @@
 #pragma once
 
 /// @file
-/// Utilities for training programs: command-line parsing, progress bar, metrics CSV log, Chrome-trace
-/// timeline and BLAS thread control.
+/// Library utilities: the Chrome-trace timeline and BLAS thread control. The progress
+/// bar and the metrics CSV log are application helpers: <dtrain/app.hpp> (target dtrain::app).
 
 #include <dtrain/util/blas_threads.hpp>
-#include <dtrain/util/cli.hpp>
-#include <dtrain/util/csv_log.hpp>
-#include <dtrain/util/progress.hpp>
 #include <dtrain/util/timeline.hpp>

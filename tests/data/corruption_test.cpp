@@ -118,7 +118,7 @@ TEST_CASE("Corrupted CIFAR-10 batches load cleanly or fail cleanly", "[data][cor
         good.insert(good.end(), px.begin(), px.end());
     }
     const auto path = dir.file("test_batch.bin");
-    auto load = [&] { check_clean(dtrain::load_cifar10(dir.str(), dtrain::Split::test), true); };
+    auto load = [&] { check_clean(dtrain::load_cifar10(dir.str(), dtrain::Split::Test), true); };
     Tally t;
     std::vector<std::size_t> pos = {0, 1, 2, 3072, 3073, 3074, 6145};
     for (std::size_t i = 5; i < good.size(); i += 97)

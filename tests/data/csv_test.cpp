@@ -122,7 +122,7 @@ TEST_CASE("CSV in scikit-learn's layout is detected and read", "[data][csv]") {
     CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{1, 0, 1});
     CHECK(d.features(2, 1) == 6.0f);
     CsvOptions o;
-    o.layout = CsvLayout::sklearn;
+    o.layout = CsvLayout::Sklearn;
     d = dtrain::read_csv(path, o);
     CHECK(d.size() == 3);
 
@@ -260,21 +260,21 @@ TEST_CASE("CSV errors name the file, line and column", "[data][csv]") {
     o.drop_columns = {"zz"};
     CHECK(contains(err("a,b,c\n1,2,x\n", o), "'zz'"));
     o = {};
-    o.layout = CsvLayout::no_header;
+    o.layout = CsvLayout::NoHeader;
     o.label_column = "c";
     CHECK(contains(err("1,2,x\n", o), "no header"));
     CHECK(contains(err("a\n1\n"), "at least one feature"));
 
     // The sklearn layout, forced on a file whose first line is not an sklearn header or declares no feature.
     o = {};
-    o.layout = CsvLayout::sklearn;
+    o.layout = CsvLayout::Sklearn;
     m = err("a,b,c\n1,2,0\n", o);
     CHECK(contains(m, "line 1: not an sklearn header (expected <n_samples>,<n_features>,<class names...>)"));
     m = err("1,0,setosa\n0\n", o);
     CHECK(contains(m, "line 1: the sklearn header declares 0 features"));
     // Dropping by name needs a header of names; dropping every feature leaves nothing to learn from.
     o = {};
-    o.layout = CsvLayout::no_header;
+    o.layout = CsvLayout::NoHeader;
     o.drop_columns = {"b"};
     CHECK(contains(err("1,2,x\n", o), "cannot drop column 'b' by name, this file has no header"));
     o = {};

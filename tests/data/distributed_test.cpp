@@ -33,7 +33,7 @@ TEST_CASE("Ranks agree on shards without communicating; shards are disjoint and 
     const int p = dtrain::test::world_size();
     const std::size_t n = 23;
     for (std::uint64_t epoch : {0u, 1u}) {
-        auto s = dtrain::make_distributed_sampler(MPI_COMM_WORLD, n, {true, 99, dtrain::ShardTail::pad});
+        auto s = dtrain::make_distributed_sampler(MPI_COMM_WORLD, n, {true, 99, dtrain::ShardTail::Pad});
         const auto mine = s.indices(epoch);
         auto all = allgather_indices(mine);
         // Every rank computes every other rank's shard locally and gets the same answer.

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,35 @@ namespace {
 bool contains(const std::string& s, const std::string& sub) {
     return s.find(sub) != std::string::npos;
 }
+
+// Writes a 4-image Fashion-MNIST test split into `dir` (images gzip-compressed, labels 9, 0, 3, 1 raw);
+// returns the pixels.
+std::vector<unsigned char> write_test_split(const TempDir& dir) {
+    dtrain::Rng rng(3);
+    const auto px = random_bytes(4 * 28 * 28, rng);
+    write_bytes(dir.file("t10k-images-idx3-ubyte.gz"), gzip_bytes(idx_bytes({4, 28, 28}, px)));
+    write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 3, 1}));
+    return px;
+}
+
+// Sets (or with nullptr unsets) an environment variable for one scope and restores it afterwards.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        had_ = old != nullptr;
+        if (had_) old_ = old;
+        value ? ::setenv(name, value, 1) : ::unsetenv(name);
+    }
+    ~ScopedEnv() { had_ ? ::setenv(name_, old_.c_str(), 1) : ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    bool had_ = false;
+    std::string old_;
+};
 
 }  // namespace
 
@@ -54,25 +84,42 @@ TEST_CASE("IDX images and labels round-trip, gzip and raw", "[data][idx]") {
 
 TEST_CASE("load_fashion_mnist finds .gz files or raw files in a directory", "[data][idx]") {
     TempDir dir("idx_fm");
-    dtrain::Rng rng(3);
-    const auto px = random_bytes(4 * 28 * 28, rng);
-    write_bytes(dir.file("t10k-images-idx3-ubyte.gz"), gzip_bytes(idx_bytes({4, 28, 28}, px)));
-    write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 3, 1}));
-    const auto d = dtrain::load_fashion_mnist(dtrain::Split::test, dir.str());
+    const auto px = write_test_split(dir);
+    const auto d = dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str());
     CHECK(d.size() == 4);
     CHECK(d.labels(0) == 9);
     CHECK(d.class_names.at(9) == "Ankle boot");
     CHECK(d.features(3, 0, 27, 27) == float(px.back()) / 255.0f);
-    auto m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::train, dir.str()); });
+    auto m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.str()); });
     CHECK(contains(m, dir.file("train-images-idx3-ubyte.gz")));
     CHECK(contains(m, "neither"));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::train, dir.file("nowhere")); });
+    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.file("nowhere")); });
     CHECK(contains(m, "nowhere"));
     CHECK(contains(m, "does not exist"));
     // A label outside the 10 classes is rejected.
     write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 10, 1}));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::test, dir.str()); });
+    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str()); });
     CHECK(contains(m, "label 10 at index 2"));
+}
+
+TEST_CASE("default_fashion_mnist_dir: DTRAIN_FASHION_MNIST_DIR overrides Debian's directory", "[data][idx]") {
+    const std::string debian = "/usr/share/datasets/fashion-mnist";
+    {
+        ScopedEnv unset("DTRAIN_FASHION_MNIST_DIR", nullptr);
+        CHECK(dtrain::default_fashion_mnist_dir() == debian);
+    }
+    {
+        ScopedEnv empty("DTRAIN_FASHION_MNIST_DIR", "");
+        CHECK(dtrain::default_fashion_mnist_dir() == debian);
+    }
+    TempDir dir("idx_env");
+    write_test_split(dir);
+    ScopedEnv set("DTRAIN_FASHION_MNIST_DIR", dir.str().c_str());
+    CHECK(dtrain::default_fashion_mnist_dir() == dir.str());
+    const auto d = dtrain::load_fashion_mnist(dtrain::Split::Test);  // no directory: the variable's
+    CHECK(d.size() == 4);
+    CHECK(d.labels(0) == 9);
+    CHECK(d.source == dir.str());
 }
 
 TEST_CASE("IDX errors name the file and the defect", "[data][idx]") {
@@ -155,7 +202,7 @@ TEST_CASE("CIFAR-10 binary batches round-trip from a directory", "[data][cifar]"
         write_bytes(name, i == 3 ? gzip_bytes(files.back()) : files.back());  // one compressed file too
     }
     write_bytes(dir.file("test_batch.bin"), cifar_records(3, 0, rng));
-    const auto tr = dtrain::load_cifar10(dir.str(), dtrain::Split::train);
+    const auto tr = dtrain::load_cifar10(dir.str(), dtrain::Split::Train);
     REQUIRE(tr.features.shape() == std::vector<std::size_t>{10, 3, 32, 32});
     CHECK(tr.class_names.at(0) == "airplane");
     for (std::size_t f = 0; f < 5; ++f)
@@ -170,7 +217,7 @@ TEST_CASE("CIFAR-10 binary batches round-trip from a directory", "[data][cifar]"
             CHECK(tr.features(k, 1, 0, 0) == float(rec[off + 1 + 1024]) / 255.0f);
             CHECK(tr.features(k, 2, 31, 31) == float(rec[off + 3072]) / 255.0f);
         }
-    const auto te = dtrain::load_cifar10(dir.str(), dtrain::Split::test);
+    const auto te = dtrain::load_cifar10(dir.str(), dtrain::Split::Test);
     CHECK(te.size() == 3);
     CHECK(te.labels(2) == 2);
 }
@@ -181,14 +228,14 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     const auto path = dir.file("test_batch.bin");
     auto err = [&](const std::vector<unsigned char>& b) {
         write_bytes(path, b);
-        const auto m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::test); });
+        const auto m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); });
         CHECK(contains(m, path));
         return m;
     };
-    auto m = error_of([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::test); });
+    auto m = error_of([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::Test); });
     CHECK(contains(m, "absent"));
     CHECK(contains(m, "does not exist"));
-    CHECK(contains(error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::test); }), "cannot open"));
+    CHECK(contains(error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); }), "cannot open"));
     CHECK(contains(err({}), "is empty"));
     auto recs = cifar_records(2, 0, rng);
     m = err(std::vector<unsigned char>(recs.begin(), recs.end() - 100));
@@ -198,7 +245,7 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     m = err(recs);
     CHECK(contains(m, "record 1"));
     CHECK(contains(m, "label 10"));
-    m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::train); });
+    m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Train); });
     CHECK(contains(m, "data_batch_1.bin"));
     CHECK(contains(error_of([] { dtrain::read_cifar10_batches({}); }),
                    "dtrain::read_cifar10: no batch files given"));

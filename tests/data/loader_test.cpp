@@ -136,7 +136,7 @@ TEST_CASE("DataLoader over an index list or a sampler", "[data][loader]") {
     std::vector<std::size_t> all;
     std::size_t batches = 0;
     for (int r = 0; r < 3; ++r) {
-        const dtrain::ShardOptions so{true, 5, dtrain::ShardTail::none, dtrain::ShardLayout::interleaved};
+        const dtrain::ShardOptions so{true, 5, dtrain::ShardTail::None, dtrain::ShardLayout::Interleaved};
         DataLoader l(d, dtrain::DistributedSampler(20, r, 3, so), o);
         const auto ids = run_epoch(l, 2).first;
         all.insert(all.end(), ids.begin(), ids.end());

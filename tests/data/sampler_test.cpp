@@ -39,8 +39,8 @@ TEST_CASE("Shards are disjoint, cover the data set and have equal counts, p = 1.
              {std::size_t(p), std::size_t(7), std::size_t(10), std::size_t(23), std::size_t(60)}) {
             if (n < std::size_t(p)) continue;
             for (bool shuffle : {false, true})
-                for (auto tail : {ShardTail::pad, ShardTail::drop, ShardTail::none})
-                    for (auto layout : {ShardLayout::interleaved, ShardLayout::contiguous}) {
+                for (auto tail : {ShardTail::Pad, ShardTail::Drop, ShardTail::None})
+                    for (auto layout : {ShardLayout::Interleaved, ShardLayout::Contiguous}) {
                         const ShardOptions o{shuffle, 42, tail, layout};
                         INFO(describe(n, p, o));
                         const auto s = all_shards(n, p, 3, o);
@@ -57,7 +57,7 @@ TEST_CASE("Shards are disjoint, cover the data set and have equal counts, p = 1.
                             }
                         }
                         const std::size_t rem = n % std::size_t(p);
-                        if (tail == ShardTail::pad) {
+                        if (tail == ShardTail::Pad) {
                             CHECK(mn == mx);
                             CHECK(mn == (n + p - 1) / std::size_t(p));
                             CHECK(seen.size() == n);  // covers everything
@@ -67,7 +67,7 @@ TEST_CASE("Shards are disjoint, cover the data set and have equal counts, p = 1.
                                 twice += kv.second == 2;
                             }
                             CHECK(twice == (rem == 0 ? 0 : std::size_t(p) - rem));  // only the wrapped tail
-                        } else if (tail == ShardTail::drop) {
+                        } else if (tail == ShardTail::Drop) {
                             CHECK(mn == mx);
                             CHECK(mn == n / std::size_t(p));
                             CHECK(seen.size() == total);  // disjoint
@@ -86,7 +86,7 @@ TEST_CASE("The contiguous split without shuffle is the Go/SINGA [r*n/p, (r+1)*n/
         const std::size_t n = 23;
         for (int r = 0; r < p; ++r) {
             const auto s =
-                dtrain::shard_indices(n, r, p, 9, {false, 0, ShardTail::none, ShardLayout::contiguous});
+                dtrain::shard_indices(n, r, p, 9, {false, 0, ShardTail::None, ShardLayout::Contiguous});
             std::vector<std::size_t> want;
             for (std::size_t i = std::size_t(r) * n / std::size_t(p);
                  i < std::size_t(r + 1) * n / std::size_t(p); ++i)
@@ -95,11 +95,11 @@ TEST_CASE("The contiguous split without shuffle is the Go/SINGA [r*n/p, (r+1)*n/
         }
     }
     // Interleaved, unshuffled: PyTorch's rank::p stride.
-    CHECK(dtrain::shard_indices(10, 1, 3, 0, {false, 0, ShardTail::pad, ShardLayout::interleaved}) ==
+    CHECK(dtrain::shard_indices(10, 1, 3, 0, {false, 0, ShardTail::Pad, ShardLayout::Interleaved}) ==
           std::vector<std::size_t>{1, 4, 7, 0});
-    CHECK(dtrain::shard_indices(10, 2, 3, 0, {false, 0, ShardTail::pad, ShardLayout::interleaved}) ==
+    CHECK(dtrain::shard_indices(10, 2, 3, 0, {false, 0, ShardTail::Pad, ShardLayout::Interleaved}) ==
           std::vector<std::size_t>{2, 5, 8, 1});
-    CHECK(dtrain::shard_indices(10, 2, 3, 0, {false, 0, ShardTail::drop, ShardLayout::interleaved}) ==
+    CHECK(dtrain::shard_indices(10, 2, 3, 0, {false, 0, ShardTail::Drop, ShardLayout::Interleaved}) ==
           std::vector<std::size_t>{2, 5, 8});
 }
 
@@ -120,7 +120,7 @@ TEST_CASE("Evaluation shards count every sample exactly once, in order", "[data]
 TEST_CASE("Shuffled shards are deterministic in (seed, epoch) and reshuffle every epoch", "[data][sampler]") {
     for (int p = 1; p <= 5; ++p) {
         const std::size_t n = 50;
-        const ShardOptions o{true, 1234, ShardTail::pad, ShardLayout::interleaved};
+        const ShardOptions o{true, 1234, ShardTail::Pad, ShardLayout::Interleaved};
         for (int r = 0; r < p; ++r) {
             const auto e0 = dtrain::shard_indices(n, r, p, 0, o);
             CHECK(e0 == dtrain::shard_indices(n, r, p, 0, o));  // determinism
@@ -134,8 +134,8 @@ TEST_CASE("Shuffled shards are deterministic in (seed, epoch) and reshuffle ever
         CHECK(all_shards(n, p, 1, o) == all_shards(n, p, 1, o));
     }
     // (seed, epoch) = (0, 1) and (1, 0) differ (no seed + epoch collision).
-    const ShardOptions a{true, 0, ShardTail::pad, ShardLayout::interleaved};
-    const ShardOptions b{true, 1, ShardTail::pad, ShardLayout::interleaved};
+    const ShardOptions a{true, 0, ShardTail::Pad, ShardLayout::Interleaved};
+    const ShardOptions b{true, 1, ShardTail::Pad, ShardLayout::Interleaved};
     CHECK(dtrain::shard_indices(30, 0, 1, 1, a) != dtrain::shard_indices(30, 0, 1, 0, b));
     // The permutation is one.
     std::vector<std::size_t> perm;
@@ -148,7 +148,7 @@ TEST_CASE("Shuffled shards are deterministic in (seed, epoch) and reshuffle ever
     std::set<std::vector<std::size_t>> dropped_sets;
     for (std::uint64_t e = 0; e < 5; ++e) {
         std::set<std::size_t> kept;
-        for (const auto& s : all_shards(11, 3, e, {true, 7, ShardTail::drop, ShardLayout::interleaved}))
+        for (const auto& s : all_shards(11, 3, e, {true, 7, ShardTail::Drop, ShardLayout::Interleaved}))
             kept.insert(s.begin(), s.end());
         std::vector<std::size_t> dropped;
         for (std::size_t i = 0; i < 11; ++i)
@@ -160,7 +160,7 @@ TEST_CASE("Shuffled shards are deterministic in (seed, epoch) and reshuffle ever
 }
 
 TEST_CASE("DistributedSampler refills without allocating and rejects bad arguments", "[data][sampler]") {
-    dtrain::DistributedSampler s(1000, 2, 3, {true, 9, ShardTail::pad, ShardLayout::interleaved});
+    dtrain::DistributedSampler s(1000, 2, 3, {true, 9, ShardTail::Pad, ShardLayout::Interleaved});
     CHECK(s.num_samples() == 334);
     std::vector<std::size_t> out;
     s.indices(0, out);

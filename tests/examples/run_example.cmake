@@ -3,12 +3,15 @@
 #   CMD         the command line, items joined by "@@" (mpiexec ... program args...)
 #   EXPECT_RC   the expected exit status (default 0)
 #   REGEX       regular expressions joined by "@@" that must all match stdout+stderr
+#   ONCE        regular expressions joined by "@@" that must each match exactly once (a message only rank 0
+#               prints)
 #   CSV, CSV_ROWS       optional: a CSV file that must exist with this many data rows
 #   TRACE, TRACE_RANKS  optional: a Chrome trace that must be valid JSON with complete events from every
 #                       rank 0..TRACE_RANKS-1
 cmake_minimum_required(VERSION 3.21)
 string(REPLACE "@@" ";" CMD "${CMD}")
 string(REPLACE "@@" ";" REGEX "${REGEX}")
+string(REPLACE "@@" ";" ONCE "${ONCE}")
 if(NOT DEFINED EXPECT_RC)
   set(EXPECT_RC 0)
 endif()
@@ -26,6 +29,13 @@ endif()
 foreach(re IN LISTS REGEX)
   if(NOT all MATCHES "${re}")
     message(FATAL_ERROR "output does not match '${re}'")
+  endif()
+endforeach()
+foreach(re IN LISTS ONCE)
+  string(REGEX MATCHALL "${re}" hits "${all}")
+  list(LENGTH hits n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "output matches '${re}' ${n} times, expected exactly once")
   endif()
 endforeach()
 if(CSV)

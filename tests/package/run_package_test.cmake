@@ -1,5 +1,6 @@
 # Installs dtrain from BINARY_DIR into WORK_DIR/prefix, then configures, builds and runs the consumer
-# project against it (and the same consumer through add_subdirectory). Fails on any step.
+# project's two programs (dtrain::dtrain, dtrain::app) against it (and the same consumer through
+# add_subdirectory). Fails on any step.
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -15,4 +16,5 @@ foreach(mode find_package add_subdirectory)
       -DMPI_CXX_COMPILER=${MPI_CXX_COMPILER} -DMPIEXEC_EXECUTABLE=${MPIEXEC_EXECUTABLE})
   run(${CMAKE_COMMAND} --build ${WORK_DIR}/${mode})
   run(${MPIEXEC_EXECUTABLE} -n 2 ${WORK_DIR}/${mode}/consumer)
+  run(${MPIEXEC_EXECUTABLE} -n 2 ${WORK_DIR}/${mode}/app_consumer ${WORK_DIR}/${mode}/metrics.csv)
 endforeach()

@@ -4,17 +4,22 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <mpi.h>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_utils.hpp"
-#include "util/json_check.hpp"
 
 #include <dtrain/util/timeline.hpp>
+
+using nlohmann::json;
 
 namespace {
 
@@ -24,6 +29,19 @@ std::string slurp(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+// `t`'s json_events(pid) parsed as the elements of one JSON array (throws json::parse_error when invalid).
+json parse_events(const dtrain::Timeline& t, int pid) {
+    return json::parse("[" + t.json_events(pid) + "]");
+}
+
+// The complete ("X") events of a parsed event array.
+std::vector<json> complete_events(const json& events) {
+    std::vector<json> out;
+    for (const auto& e : events)
+        if (e.at("ph") == "X") out.push_back(e);
+    return out;
 }
 
 }  // namespace
@@ -54,8 +72,13 @@ TEST_CASE("Timeline: scopes record nested intervals with durations", "[util][tim
     CHECK(inner.duration_us >= 1500);
     CHECK(outer.start_us <= inner.start_us);
     CHECK(outer.start_us + outer.duration_us >= inner.start_us + inner.duration_us);
-    const std::string j = t.json_events(0);
-    CHECK(j.find("\"args\":{\"bucket\":3}") != std::string::npos);
+    const auto events = complete_events(parse_events(t, 0));
+    REQUIRE(events.size() == 2);
+    CHECK(events[0].at("name") == "step");
+    CHECK_FALSE(events[0].contains("args"));
+    CHECK(events[1].at("name") == "allreduce");
+    CHECK(events[1].at("cat") == "comm");
+    CHECK(events[1].at("args") == json{{"bucket", 3}});
 }
 
 TEST_CASE("Timeline: full storage drops and counts events", "[util][timeline]") {
@@ -79,9 +102,13 @@ TEST_CASE("Timeline: complete() records an interval measured elsewhere; open eve
     REQUIRE(t.size() == 2);
     CHECK(t.event(0).start_us == 10);
     CHECK(t.event(0).duration_us == 25);
-    const std::string j = t.json_events(5);
-    CHECK(j.find("never-ended") == std::string::npos);
-    CHECK(j.find("\"ts\":10,\"dur\":25,\"pid\":5") != std::string::npos);
+    const auto events = complete_events(parse_events(t, 5));
+    REQUIRE(events.size() == 1);  // not the open "never-ended"
+    CHECK(events[0].at("name") == "allreduce");
+    CHECK(events[0].at("ts") == 10);
+    CHECK(events[0].at("dur") == 25);
+    CHECK(events[0].at("pid") == 5);
+    CHECK(events[0].at("args") == json{{"bytes", 4096}});
 }
 
 TEST_CASE("Timeline: events from several threads get distinct thread numbers", "[util][timeline]") {
@@ -94,13 +121,27 @@ TEST_CASE("Timeline: events from several threads get distinct thread numbers", "
     CHECK(t.event(0).thread != t.event(1).thread);
 }
 
+TEST_CASE("Timeline: names with quotes, backslashes and control characters are escaped", "[util][timeline]") {
+    dtrain::Timeline t;
+    t.enable(8);
+    const char* name = "a \"quoted\" back\\slash\ttab\nline\x01";
+    t.complete(name, "c\"at", 1, 2, "k\\ey", 7);
+    // nlohmann-json rejects unescaped quotes and control characters, and decodes every escape.
+    const auto events = complete_events(parse_events(t, 0));
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].at("name") == name);
+    CHECK(events[0].at("cat") == "c\"at");
+    CHECK(events[0].at("args") == json{{"k\\ey", 7}});
+}
+
 TEST_CASE("Timeline: write merges every rank into one valid Chrome trace", "[util][timeline][mpi]") {
     const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
     auto& t = dtrain::timeline();
     t.enable(1024, MPI_COMM_WORLD);
+    const std::string quoted = "allreduce \"q\"\t";
     for (int i = 0; i <= rank; ++i) {
         dtrain::TimelineScope s("forward", "compute");
-        dtrain::TimelineScope b("allreduce \"q\"", "comm", "bucket", i);
+        dtrain::TimelineScope b(quoted.c_str(), "comm", "bucket", i);
     }
     const std::string path = "dtrain_timeline_test_np" + std::to_string(size) + ".json";
     bool ok = true;
@@ -112,33 +153,39 @@ TEST_CASE("Timeline: write merges every rank into one valid Chrome trace", "[uti
     CHECK(ok);
     t.disable();
     if (rank == 0) {
-        dtrain::test::Json doc;
+        json doc;
         bool parsed = true;
         try {
-            doc = dtrain::test::parse_json(slurp(path));
-        } catch (const std::exception& e) {
+            doc = json::parse(slurp(path));
+        } catch (const json::exception& e) {
             parsed = false;
             FAIL_CHECK(e.what());
         }
         CHECK(parsed);
         if (parsed) {
-            const auto& events = doc.at("traceEvents").array;
-            std::set<int> pids_with_events, pids_named;
-            std::size_t complete = 0;
-            for (const auto& e : events) {
-                if (e.at("ph").string == "X") {
-                    ++complete;
-                    pids_with_events.insert(int(e.at("pid").number));
-                    CHECK(e.has("ts"));
-                    CHECK(e.at("dur").number >= 0);
-                } else if (e.at("name").string == "process_name") {
-                    pids_named.insert(int(e.at("pid").number));
+            std::map<int, std::multiset<std::string>> names;  // complete events' names per pid
+            std::map<int, std::string> process_names;
+            for (const auto& e : doc.at("traceEvents")) {
+                const int pid = e.at("pid").get<int>();
+                if (e.at("ph") == "X") {
+                    names[pid].insert(e.at("name").get<std::string>());
+                    CHECK(e.contains("ts"));
+                    CHECK(e.at("dur").get<double>() >= 0);
+                } else if (e.at("name") == "process_name") {
+                    process_names[pid] = e.at("args").at("name").get<std::string>();
                 }
             }
-            CHECK(int(pids_with_events.size()) == size);
-            CHECK(int(pids_named.size()) == size);
-            CHECK(complete == std::size_t(size * (size + 1)));  // rank r recorded 2 * (r + 1) events
-            CHECK(doc.at("otherData").at("ranks").number == size);
+            CHECK(int(names.size()) == size);
+            CHECK(int(process_names.size()) == size);
+            for (int r = 0; r < size; ++r) {
+                INFO("rank " << r);
+                CHECK(process_names[r] == "rank " + std::to_string(r));
+                // rank r recorded r + 1 of each, the quoted name read back exactly
+                CHECK(names[r].count("forward") == std::size_t(r + 1));
+                CHECK(names[r].count(quoted) == std::size_t(r + 1));
+                CHECK(names[r].size() == std::size_t(2 * (r + 1)));
+            }
+            CHECK(doc.at("otherData").at("ranks") == size);
         }
         std::remove(path.c_str());
     }

@@ -21,7 +21,7 @@ inline std::vector<std::string> cifar10_class_names() {
 }
 
 /// Bytes of one CIFAR-10 binary record: 1 label byte + 3 x 32 x 32 pixel bytes (red, green, blue planes).
-inline constexpr std::size_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
+inline constexpr std::size_t cifar10_record_bytes = 1 + 3 * 32 * 32;
 
 /// Reads CIFAR-10 binary batch files (data_batch_1.bin ... test_batch.bin layout; gzip-compressed or raw)
 /// in the given order into one data set: features [N, 3, 32, 32] scaled to [0, 1], labels 0..9. Throws
@@ -36,14 +36,14 @@ inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
         contents.push_back(detail::read_file_bytes(f, who));
         const auto& b = contents.back();
         DTRAIN_CHECK(!b.empty(), who, ": '", f, "' is empty");
-        DTRAIN_CHECK(b.size() % kCifar10RecordBytes == 0, who, ": '", f,
+        DTRAIN_CHECK(b.size() % cifar10_record_bytes == 0, who, ": '", f,
                      "' is truncated or malformed: ", b.size(), " bytes is not a multiple of the ",
-                     kCifar10RecordBytes, "-byte record (1 label + 3072 pixels); the last record has ",
-                     b.size() % kCifar10RecordBytes, " bytes");
-        const std::size_t n = b.size() / kCifar10RecordBytes;
+                     cifar10_record_bytes, "-byte record (1 label + 3072 pixels); the last record has ",
+                     b.size() % cifar10_record_bytes, " bytes");
+        const std::size_t n = b.size() / cifar10_record_bytes;
         for (std::size_t r = 0; r < n; ++r) {
-            const unsigned y = b[r * kCifar10RecordBytes];
-            DTRAIN_CHECK(y < 10, who, ": '", f, "' record ", r, " (byte offset ", r * kCifar10RecordBytes,
+            const unsigned y = b[r * cifar10_record_bytes];
+            DTRAIN_CHECK(y < 10, who, ": '", f, "' record ", r, " (byte offset ", r * cifar10_record_bytes,
                          ") has label ", y, ", outside [0, 10)");
         }
         total += n;
@@ -54,12 +54,12 @@ inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
     const auto& table = detail::byte_to_unit();
     std::size_t k = 0;
     for (const auto& b : contents) {
-        const std::size_t n = b.size() / kCifar10RecordBytes;
+        const std::size_t n = b.size() / cifar10_record_bytes;
         for (std::size_t r = 0; r < n; ++r, ++k) {
-            const unsigned char* rec = b.data() + r * kCifar10RecordBytes;
+            const unsigned char* rec = b.data() + r * cifar10_record_bytes;
             d.labels(k) = rec[0];
-            float* dst = d.features.data() + k * (kCifar10RecordBytes - 1);
-            for (std::size_t j = 0; j + 1 < kCifar10RecordBytes; ++j)
+            float* dst = d.features.data() + k * (cifar10_record_bytes - 1);
+            for (std::size_t j = 0; j + 1 < cifar10_record_bytes; ++j)
                 dst[j] = table[rec[1 + j]];
         }
     }
@@ -76,7 +76,7 @@ inline Dataset load_cifar10(const std::string& dir, Split split) {
     std::error_code ec;
     DTRAIN_CHECK(fs::is_directory(dir, ec), "dtrain::load_cifar10: directory '", dir, "' does not exist");
     std::vector<std::string> files;
-    if (split == Split::train)
+    if (split == Split::Train)
         for (int i = 1; i <= 5; ++i)
             files.push_back((fs::path(dir) / ("data_batch_" + std::to_string(i) + ".bin")).string());
     else

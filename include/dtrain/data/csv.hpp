@@ -21,20 +21,20 @@ namespace dtrain {
 /// How the first line of a CSV file is read.
 enum class CsvLayout {
     /// sklearn's layout when the first line looks like "150,4,setosa,versicolor,virginica", else header.
-    automatic,
+    Automatic,
     /// The first line holds column names (Kaggle style: sepal_length,...,species).
-    header,
+    Header,
     /// scikit-learn's bundled layout: "<n_samples>,<n_features>,<class name>..." then rows whose label
     /// column holds integer ids into those class names; the row count must equal n_samples.
-    sklearn,
+    Sklearn,
     /// No header: every line is data; columns can only be chosen by index.
-    no_header,
+    NoHeader,
 };
 
 /// Options of read_csv().
 struct CsvOptions {
     /// How to read the first line.
-    CsvLayout layout = CsvLayout::automatic;
+    CsvLayout layout = CsvLayout::Automatic;
     /// Label column by name (header layout only); when set it overrides label_index.
     std::string label_column;
     /// Label column by 0-based index; negative values count from the end (-1, the default, is the last).
@@ -166,13 +166,13 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     DTRAIN_CHECK(!rows.empty(), who, ": '", path, "' is empty");
 
     CsvLayout layout = opt.layout;
-    if (layout == CsvLayout::automatic)
-        layout = detail::looks_like_sklearn(rows) ? CsvLayout::sklearn : CsvLayout::header;
+    if (layout == CsvLayout::Automatic)
+        layout = detail::looks_like_sklearn(rows) ? CsvLayout::Sklearn : CsvLayout::Header;
 
     std::vector<std::string> names;  // column names, for messages and selection by name
     std::vector<std::string> sk_classes;
     std::size_t first = 0, ncols = 0, sk_samples = 0;
-    if (layout == CsvLayout::sklearn) {
+    if (layout == CsvLayout::Sklearn) {
         const auto& h = rows.front().fields;
         DTRAIN_CHECK(h.size() >= 3 && detail::is_small_uint(h[0]) && detail::is_small_uint(h[1]), who, ": '",
                      path, "' line ", rows.front().line,
@@ -185,7 +185,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
         for (std::size_t c = 0; c < ncols; ++c)
             names.push_back("column " + std::to_string(c + 1));
         first = 1;
-    } else if (layout == CsvLayout::header) {
+    } else if (layout == CsvLayout::Header) {
         names = rows.front().fields;
         ncols = names.size();
         first = 1;
@@ -208,7 +208,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     // Label and feature columns.
     std::size_t label_col = 0;
     if (!opt.label_column.empty()) {
-        DTRAIN_CHECK(layout == CsvLayout::header, who, ": '", path, "': label column '", opt.label_column,
+        DTRAIN_CHECK(layout == CsvLayout::Header, who, ": '", path, "': label column '", opt.label_column,
                      "' chosen by name, but this file has no header of column names (use label_index)");
         const auto it = std::find(names.begin(), names.end(), opt.label_column);
         DTRAIN_CHECK(it != names.end(), who, ": '", path, "' has no column named '", opt.label_column,
@@ -222,7 +222,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     }
     std::vector<bool> dropped(ncols, false);
     for (const auto& dc : opt.drop_columns) {
-        DTRAIN_CHECK(layout == CsvLayout::header, who, ": '", path, "': cannot drop column '", dc,
+        DTRAIN_CHECK(layout == CsvLayout::Header, who, ": '", path, "': cannot drop column '", dc,
                      "' by name, this file has no header of column names");
         const auto it = std::find(names.begin(), names.end(), dc);
         DTRAIN_CHECK(it != names.end(), who, ": '", path, "' has no column named '", dc,
@@ -235,7 +235,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     DTRAIN_CHECK(!feat_cols.empty(), who, ": '", path, "' has no feature columns left");
 
     const std::size_t n = rows.size() - first;
-    if (layout == CsvLayout::sklearn)
+    if (layout == CsvLayout::Sklearn)
         DTRAIN_CHECK(n == sk_samples, who, ": '", path, "' header (line ", rows.front().line, ") declares ",
                      sk_samples, " samples but the file has ", n, " data rows");
 
@@ -264,7 +264,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
         throw Error(detail::concat(who, ": '", path, "' line ", rows[first + r].line, ", column ",
                                    label_col + 1, " ('", names[label_col], "'): ", why));
     };
-    if (!opt.class_names.empty() && layout != CsvLayout::sklearn) {
+    if (!opt.class_names.empty() && layout != CsvLayout::Sklearn) {
         std::map<std::string, std::int32_t> id;
         for (std::size_t k = 0; k < opt.class_names.size(); ++k)
             id.emplace(opt.class_names[k], std::int32_t(k));
@@ -276,7 +276,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
             d.labels(r) = it->second;
         }
         d.class_names = opt.class_names;
-    } else if (layout == CsvLayout::sklearn) {
+    } else if (layout == CsvLayout::Sklearn) {
         d.class_names = opt.class_names.empty() ? sk_classes : opt.class_names;
         for (std::size_t r = 0; r < n; ++r) {
             const std::string& s = label_at(r);

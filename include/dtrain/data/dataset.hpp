@@ -17,7 +17,7 @@
 namespace dtrain {
 
 /// Which part of a data set distributed as a train/test pair to load.
-enum class Split { train, test };
+enum class Split { Train, Test };
 
 /// A labelled data set held in memory: batch-first features ([N, 4] for a table, [N, C, H, W] for images),
 /// one int32 class label per sample, and the class names when the source knows them. Data sets know no

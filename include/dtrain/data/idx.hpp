@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -16,8 +17,13 @@
 
 namespace dtrain {
 
-/// Directory where Debian's dataset-fashion-mnist package installs Fashion-MNIST.
-inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+/// Where load_fashion_mnist() looks when given no directory: the environment variable
+/// DTRAIN_FASHION_MNIST_DIR when it is set and not empty, else /usr/share/datasets/fashion-mnist (where
+/// Debian's dataset-fashion-mnist package installs the files). Read at every call.
+inline std::string default_fashion_mnist_dir() {
+    const char* dir = std::getenv("DTRAIN_FASHION_MNIST_DIR");
+    return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
+}
 
 namespace detail {
 
@@ -153,7 +159,7 @@ inline std::string find_idx_file(const std::string& dir, const std::string& base
 /// Loads the MNIST-style file pair of `split` from `dir` with 10 classes named `names`.
 inline Dataset load_mnist_like(const std::string& dir, Split split, std::vector<std::string> names,
                                const char* who) {
-    const std::string prefix = split == Split::train ? "train" : "t10k";
+    const std::string prefix = split == Split::Train ? "train" : "t10k";
     const auto images = find_idx_file(dir, prefix + "-images-idx3-ubyte", who);
     const auto labels = find_idx_file(dir, prefix + "-labels-idx1-ubyte", who);
     Dataset d = load_idx(images, labels, std::move(names));
@@ -164,9 +170,9 @@ inline Dataset load_mnist_like(const std::string& dir, Split split, std::vector<
 }  // namespace detail
 
 /// Loads the Fashion-MNIST `split` (60000 train or 10000 test images, [N, 1, 28, 28] in [0, 1], labels 0..9
-/// with class names) from `dir` (default: where Debian's dataset-fashion-mnist installs it). Each file is
-/// taken as <name>.gz, or raw <name> when no .gz exists.
-inline Dataset load_fashion_mnist(Split split, const std::string& dir = kFashionMnistDir) {
+/// with class names) from `dir` (default: default_fashion_mnist_dir()). Each file is taken as <name>.gz, or
+/// raw <name> when no .gz exists.
+inline Dataset load_fashion_mnist(Split split, const std::string& dir = default_fashion_mnist_dir()) {
     return detail::load_mnist_like(dir, split, fashion_mnist_class_names(), "dtrain::load_fashion_mnist");
 }
 

@@ -17,22 +17,22 @@ namespace dtrain {
 /// How a rank's share is cut out of the epoch's (shuffled) index list.
 enum class ShardLayout {
     /// Rank r takes positions r, r + p, r + 2p, ... (PyTorch's DistributedSampler).
-    interleaved,
+    Interleaved,
     /// Rank r takes the block [r*m/p, (r+1)*m/p) of the m positions (the split of the Go and SINGA
-    /// examples; with ShardTail::none and no shuffle, exactly their [r*n/p, (r+1)*n/p)).
-    contiguous,
+    /// examples; with ShardTail::None and no shuffle, exactly their [r*n/p, (r+1)*n/p)).
+    Contiguous,
 };
 
 /// What happens to the n mod p samples that do not divide evenly among p ranks.
 enum class ShardTail {
     /// Pad by wrapping around to the start of the epoch's list: ceil(n/p) samples per rank, so p - n mod p
     /// samples are seen twice in the epoch (PyTorch's default, drop_last=false).
-    pad,
+    Pad,
     /// Drop the last n mod p samples of the epoch's (shuffled) list: floor(n/p) per rank; with shuffling a
     /// different set is dropped each epoch (PyTorch's drop_last=true).
-    drop,
+    Drop,
     /// Neither: every sample exactly once, ranks get floor(n/p) or ceil(n/p) samples. For evaluation.
-    none,
+    None,
 };
 
 /// Options of the distributed sampler.
@@ -43,9 +43,9 @@ struct ShardOptions {
     /// without communicating.
     std::uint64_t seed = 0;
     /// Tail handling; the default gives every rank the same count.
-    ShardTail tail = ShardTail::pad;
+    ShardTail tail = ShardTail::Pad;
     /// How the list is cut into shards.
-    ShardLayout layout = ShardLayout::interleaved;
+    ShardLayout layout = ShardLayout::Interleaved;
 };
 
 namespace detail {
@@ -76,9 +76,9 @@ inline void epoch_permutation(std::size_t n, bool shuffle, std::uint64_t seed, s
 inline std::size_t shard_count(std::size_t n, int rank, int size, ShardTail tail, ShardLayout layout) {
     detail::check_shard_args(n, rank, size, "dtrain::shard_count");
     const auto p = static_cast<std::size_t>(size), r = static_cast<std::size_t>(rank);
-    if (tail == ShardTail::pad) return (n + p - 1) / p;
-    if (tail == ShardTail::drop) return n / p;
-    if (layout == ShardLayout::interleaved) return (n - r + p - 1) / p;
+    if (tail == ShardTail::Pad) return (n + p - 1) / p;
+    if (tail == ShardTail::Drop) return n / p;
+    if (layout == ShardLayout::Interleaved) return (n - r + p - 1) / p;
     return (r + 1) * n / p - r * n / p;
 }
 
@@ -94,16 +94,16 @@ inline void shard_indices(std::size_t n, int rank, int size, std::uint64_t epoch
     const auto p = static_cast<std::size_t>(size), r = static_cast<std::size_t>(rank);
     const std::size_t count = shard_count(n, rank, size, opt.tail, opt.layout);
     out.resize(count);
-    if (opt.tail == ShardTail::none) {
-        const std::size_t begin = opt.layout == ShardLayout::contiguous ? r * n / p : 0;
+    if (opt.tail == ShardTail::None) {
+        const std::size_t begin = opt.layout == ShardLayout::Contiguous ? r * n / p : 0;
         for (std::size_t k = 0; k < count; ++k)
-            out[k] = opt.layout == ShardLayout::contiguous ? perm[begin + k] : perm[r + k * p];
+            out[k] = opt.layout == ShardLayout::Contiguous ? perm[begin + k] : perm[r + k * p];
         return;
     }
     // pad: positions wrap around the permutation (p - n mod p < n, so at most one wrap); drop: the first
     // count * p positions.
     for (std::size_t k = 0; k < count; ++k) {
-        const std::size_t pos = opt.layout == ShardLayout::contiguous ? r * count + k : r + k * p;
+        const std::size_t pos = opt.layout == ShardLayout::Contiguous ? r * count + k : r + k * p;
         out[k] = perm[pos % n];
     }
 }
@@ -120,7 +120,7 @@ inline std::vector<std::size_t> shard_indices(std::size_t n, int rank, int size,
 /// sample is counted exactly once (no padding, no dropping) and summing correct counts over ranks gives the
 /// same accuracy as one process. Throws when n < size.
 inline std::vector<std::size_t> eval_shard(std::size_t n, int rank, int size) {
-    return shard_indices(n, rank, size, 0, ShardOptions{false, 0, ShardTail::none, ShardLayout::contiguous});
+    return shard_indices(n, rank, size, 0, ShardOptions{false, 0, ShardTail::None, ShardLayout::Contiguous});
 }
 
 /// DistributedSampler: the shard of one rank of a fixed data set, epoch after epoch. Pure in (n, rank,

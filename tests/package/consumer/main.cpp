@@ -3,6 +3,7 @@
 #include <dtrain/dtrain.hpp>
 
 #include <cstdio>
+#include <cstring>
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -25,7 +26,13 @@ int main(int argc, char** argv) {
         for (std::size_t i = 0; i < p.size(); ++i)
             p[i] -= 0.5f * g[i];
     }
-    if (rank == 0) std::printf("consumer: loss %.4f -> %.4f\n", first, last);
+    bool version_ok = true;
+#ifdef DTRAIN_CONSUMER_EXPECTED_VERSION
+    version_ok = std::strcmp(DTRAIN_VERSION_STRING, DTRAIN_CONSUMER_EXPECTED_VERSION) == 0;
+#endif
+    if (rank == 0)
+        std::printf("consumer: dtrain %s%s, loss %.4f -> %.4f\n", DTRAIN_VERSION_STRING,
+                    version_ok ? "" : " (not the package's version)", first, last);
     MPI_Finalize();
-    return last < 0.5f * first ? 0 : 1;
+    return last < 0.5f * first && version_ok ? 0 : 1;
 }

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// A live one-line progress bar for training programs (application helper, target dtrain::app).
+
 #include <chrono>
 #include <cstddef>
 #include <cstdio>

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// A CSV metrics log for training programs (application helper, target dtrain::app).
+
 #include <cmath>
 #include <cstddef>
 #include <cstdio>

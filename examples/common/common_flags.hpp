@@ -1,0 +1,109 @@
+#pragma once
+
+// The flags every training example accepts (--epochs, --comm, --log, --checkpoint, ...), declared on a
+// CLI11 app, and their checks against each other and the number of ranks.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/distributed/options.hpp>
+#include <dtrain/distributed/policy_name.hpp>
+#include <dtrain/util/blas_threads.hpp>
+
+#include "command_line.hpp"
+
+namespace example {
+
+/// Flags every example accepts.
+struct CommonFlags {
+    int epochs = 10;
+    std::size_t batch_size = 64;
+    double lr = 0.01;
+    std::uint64_t seed = 42;
+    int threads = 1;
+    std::string comm = "collective";
+    int masters = 1;
+    long long staleness = -1;
+    std::string log;
+    std::string timeline;
+    std::string progress = "auto";
+    std::size_t steps = 0;
+    bool eval = true;
+    double min_accuracy = -1.0;
+    std::string checkpoint;
+    std::size_t checkpoint_every = 0;
+};
+
+/// Declares the common flags on `app`, bound to `f` (whose values are the defaults shown by --help).
+inline void add_common_flags(CLI::App& app, CommonFlags& f) {
+    add_number(app, "--epochs", f.epochs, "passes over the training data", 1);
+    add_number(app, "--batch-size", f.batch_size, "samples per batch per worker", 1);
+    add_number(app, "--lr", f.lr, "learning rate", 0.0);
+    add_number(app, "--seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
+    add_number(app, "--threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)", 1);
+    app.add_option("--comm", f.comm, "communicator policy")->check(CLI::IsMember(dtrain::policy_names()));
+    add_number(app, "--masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers",
+               1);
+    add_number(app, "--staleness", f.staleness,
+               "async: max steps a worker may run ahead of the slowest (-1 = unbounded)", -1);
+    app.add_option("--log", f.log, "write per-epoch metrics to this CSV file (one row per epoch)")
+        ->type_name("PATH");
+    app.add_option("--timeline", f.timeline, "write a Chrome trace of every rank (open in ui.perfetto.dev)")
+        ->type_name("PATH");
+    app.add_option("--progress", f.progress, "live progress bar: auto = when stdout is a terminal")
+        ->check(CLI::IsMember({"auto", "on", "off"}));
+    add_number(app, "--steps", f.steps, "stop each epoch after this many steps per worker (0 = whole epoch)");
+    app.add_flag("--eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");
+    add_number(app, "--min-accuracy", f.min_accuracy,
+               "exit with status 3 when the final test accuracy is below this")
+        ->type_name("X");
+    app.add_option(
+           "--checkpoint", f.checkpoint,
+           "resume from this checkpoint if it exists; write it after every epoch (synchronous policies)")
+        ->type_name("PATH");
+    add_number(app, "--checkpoint-every", f.checkpoint_every,
+               "also write the checkpoint every N steps (0 = per epoch only)")
+        ->type_name("N");
+}
+
+/// True when `--name` appeared on the command line `app` parsed.
+inline bool given(const CLI::App& app, const std::string& name) {
+    return app.count("--" + name) > 0;
+}
+
+/// The options of DistOptimizer<Policy, ...> from the flags.
+template <class Policy>
+dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
+    dtrain::options_for<Policy> o;
+    if constexpr (std::is_same_v<Policy, dtrain::Async>) {
+        o.masters = f.masters;
+        o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
+    }
+    return o;
+}
+
+/// parse_command_line() with the common checks: the flags against each other and the number of ranks.
+/// Sets the BLAS threads. Returns keep_going, or the exit status of every rank (0 after --help, 2 after a
+/// bad flag).
+inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** argv) {
+    return parse_command_line(app, argc, argv, [&] {
+        const int size = dtrain::world_size();
+        DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
+                     f.masters, " needs at least ", f.masters + 1, " ranks (run with mpiexec -n ",
+                     f.masters + 1, " or more), got ", size);
+        DTRAIN_CHECK(f.comm == "async" || (!given(app, "masters") && !given(app, "staleness")),
+                     "command line: --masters and --staleness apply to --comm async only");
+        DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
+                     "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
+                     "the async masters hold the optimizer state");
+        DTRAIN_CHECK(f.checkpoint_every == 0 || !f.checkpoint.empty(),
+                     "command line: --checkpoint-every needs --checkpoint PATH");
+        dtrain::set_blas_threads(f.threads);
+    });
+}
+
+}  // namespace example
