@@ -120,36 +120,40 @@ int main(int argc, char** argv) {
     }
 
     dtrain::Dataset train, test;
-    try {
-        if (use_synthetic) {
-            train = synthetic(train_limit ? train_limit : 5000, f.seed, f.seed + 1);
-            test = synthetic(test_limit ? test_limit : 1000, f.seed, f.seed + 2);
-        } else {
-            DTRAIN_CHECK(
-                std::filesystem::is_regular_file(data + "/data_batch_1.bin") ||
-                    std::filesystem::is_regular_file(data + "/data_batch_1.bin.gz"),
-                "CIFAR-10 not found: '", data,
-                "/data_batch_1.bin' does not exist.\n"
-                "  Download https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz, extract it (tar xzf) "
-                "and pass\n  --data <where>/cifar-10-batches-bin (it holds data_batch_1.bin ... "
-                "data_batch_5.bin and test_batch.bin),\n  or run with --synthetic to train on generated "
-                "images without the data set");
-            train = first(dtrain::load_cifar10(data, dtrain::Split::Train), train_limit);
-            test = first(dtrain::load_cifar10(data, dtrain::Split::Test), test_limit);
-        }
-        DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
-                     " training images cannot be divided among ", env.size(), " ranks");
-        if (model_name == "resnet9") {
-            // BatchNorm2d(128) sees 1x1 feature maps, so it needs two samples in every training batch.
-            const std::size_t workers = std::size_t(f.comm == "async" ? env.size() - f.masters : env.size());
-            const std::size_t shard = (train.size() + workers - 1) / workers;
-            DTRAIN_CHECK(
-                f.batch_size > 1 && shard % f.batch_size != 1,
-                "ResNet9 normalises 1x1 feature maps (its last BatchNorm2d layers), so every training "
-                "batch needs at least 2 samples, but ",
-                shard, " samples per worker in batches of ", f.batch_size,
-                " leave a batch of 1: change --batch-size or --train-limit");
-        }
+    try {  // every rank learns of a failure on any rank (a file missing on one node) and exits 2
+        dtrain::collectively([&] {
+            if (use_synthetic) {
+                train = synthetic(train_limit ? train_limit : 5000, f.seed, f.seed + 1);
+                test = synthetic(test_limit ? test_limit : 1000, f.seed, f.seed + 2);
+            } else {
+                DTRAIN_CHECK(
+                    std::filesystem::is_regular_file(data + "/data_batch_1.bin") ||
+                        std::filesystem::is_regular_file(data + "/data_batch_1.bin.gz"),
+                    "CIFAR-10 not found: '", data,
+                    "/data_batch_1.bin' does not exist.\n"
+                    "  Download https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz, extract it (tar "
+                    "xzf) "
+                    "and pass\n  --data <where>/cifar-10-batches-bin (it holds data_batch_1.bin ... "
+                    "data_batch_5.bin and test_batch.bin),\n  or run with --synthetic to train on generated "
+                    "images without the data set");
+                train = first(dtrain::load_cifar10(data, dtrain::Split::Train), train_limit);
+                test = first(dtrain::load_cifar10(data, dtrain::Split::Test), test_limit);
+            }
+            DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
+                         " training images cannot be divided among ", env.size(), " ranks");
+            if (model_name == "resnet9") {
+                // BatchNorm2d(128) sees 1x1 feature maps, so it needs two samples in every training batch.
+                const std::size_t workers =
+                    std::size_t(f.comm == "async" ? env.size() - f.masters : env.size());
+                const std::size_t shard = (train.size() + workers - 1) / workers;
+                DTRAIN_CHECK(
+                    f.batch_size > 1 && shard % f.batch_size != 1,
+                    "ResNet9 normalises 1x1 feature maps (its last BatchNorm2d layers), so every training "
+                    "batch needs at least 2 samples, but ",
+                    shard, " samples per worker in batches of ", f.batch_size,
+                    " leave a batch of 1: change --batch-size or --train-limit");
+            }
+        });
     } catch (const dtrain::Error& e) {
         if (env.rank() == 0) std::cerr << "cifar10_cnn: error: " << e.what() << "\n";
         return 2;

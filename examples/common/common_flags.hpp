@@ -3,11 +3,17 @@
 // The flags every training example accepts (--epochs, --comm, --log, --checkpoint, ...), declared on a
 // CLI11 app, and their checks against each other and the number of ranks.
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include <dtrain/core/collectively.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/distributed/options.hpp>
@@ -36,6 +42,7 @@ struct CommonFlags {
     double min_accuracy = -1.0;
     std::string checkpoint;
     std::size_t checkpoint_every = 0;
+    std::size_t stop_after_step = 0;
 };
 
 /// Declares the common flags on `app`, bound to `f` (whose values are the defaults shown by --help).
@@ -68,6 +75,8 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
     add_number(app, "--checkpoint-every", f.checkpoint_every,
                "also write the checkpoint every N steps (0 = per epoch only)")
         ->type_name("N");
+    add_number(app, "--stop-after-step", f.stop_after_step,
+               "stop training right after step N (and its checkpoint), as if interrupted; for resume tests");
 }
 
 /// True when `--name` appeared on the command line `app` parsed.
@@ -86,11 +95,29 @@ dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
     return o;
 }
 
-/// parse_command_line() with the common checks: the flags against each other and the number of ranks.
-/// Sets the BLAS threads. Returns keep_going, or the exit status of every rank (0 after --help, 2 after a
-/// bad flag).
+/// Throws dtrain::Error naming the flag when rank 0 cannot write one of the output files the flags ask for
+/// (--log, --timeline, --checkpoint): found now, not after training. Files it creates to try are removed.
+inline void check_output_paths(const CommonFlags& f) {
+    if (dtrain::world_rank() != 0) return;
+    const std::pair<const char*, std::string> outputs[] = {
+        {"--log", f.log},
+        {"--timeline", f.timeline},
+        {"--checkpoint", f.checkpoint.empty() ? "" : f.checkpoint + ".tmp"}};
+    for (const auto& [flag, path] : outputs) {
+        if (path.empty()) continue;
+        const bool existed = std::filesystem::exists(path);
+        const bool ok = bool(std::ofstream(path, std::ios::app));
+        const int err = errno;
+        if (ok && !existed) std::filesystem::remove(path);
+        DTRAIN_CHECK(ok, "command line: ", flag, ": cannot write '", path, "': ", std::strerror(err));
+    }
+}
+
+/// parse_command_line() with the common checks: the flags against each other, the number of ranks and the
+/// output files. Sets the BLAS threads. Returns keep_going, or the exit status of every rank (0 after
+/// --help, 2 after a bad flag on any rank).
 inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** argv) {
-    return parse_command_line(app, argc, argv, [&] {
+    int status = parse_command_line(app, argc, argv, [&] {
         const int size = dtrain::world_size();
         DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
                      f.masters, " needs at least ", f.masters + 1, " ranks (run with mpiexec -n ",
@@ -104,6 +131,18 @@ inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** arg
                      "command line: --checkpoint-every needs --checkpoint PATH");
         dtrain::set_blas_threads(f.threads);
     });
+    // Every rank takes the same way out (ranks may have parsed other flags: mpiexec -n 1 a : -n 1 a --x).
+    const int worst = dtrain::detail::allreduce_value(status, MPI_MAX, MPI_COMM_WORLD);
+    if (worst != status && dtrain::world_rank() == 0)
+        std::cerr << app.get_name() << ": error: another rank's command line is invalid (see its flags)\n";
+    if (worst != keep_going) return worst;
+    try {
+        dtrain::collectively([&] { check_output_paths(f); });
+    } catch (const dtrain::Error& e) {
+        if (dtrain::world_rank() == 0) std::cerr << app.get_name() << ": error: " << e.what() << "\n";
+        return 2;
+    }
+    return keep_going;
 }
 
 }  // namespace example

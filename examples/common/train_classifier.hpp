@@ -128,7 +128,11 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                 std::printf("Starting Epoch %d:\n", epoch - 1);
                 std::fflush(stdout);
             }
+            // Resumed mid-epoch: the first worker starts from the global sums of the batches before the
+            // checkpoint, so the epoch's global figures are those of the uninterrupted run.
             PassTotals tr;
+            if (first > 0 && start.sums.size() == 3 && wr == 0)
+                tr = PassTotals{start.sums[0], start.sums[1], start.sums[2]};
             model.train();
             const double t0 = MPI_Wtime();
             for (std::size_t b = first; b < batches; ++b) {
@@ -155,12 +159,17 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                     dopt.step();
                 }
                 ++step;
-                if (f.checkpoint_every > 0 && step % f.checkpoint_every == 0 && b + 1 < batches)
-                    save({std::uint64_t(epoch - 1), b + 1, step});
                 const double n = double(y.size());
                 tr.loss_sum += l * n;
                 tr.correct += correct;
                 tr.samples += n;
+                if (f.checkpoint_every > 0 && step % f.checkpoint_every == 0 && b + 1 < batches)
+                    save({std::uint64_t(epoch - 1),
+                          b + 1,
+                          step,
+                          {dopt.global_sum(tr.loss_sum), dopt.global_sum(tr.correct),
+                           dopt.global_sum(tr.samples)}});
+                if (step == f.stop_after_step) return;  // as if interrupted: every rank at the same step
                 bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples, std::size_t(tr.samples));
             }
             const double train_time = MPI_Wtime() - t0;

@@ -64,11 +64,13 @@ int main(int argc, char** argv) {
     if (status != example::keep_going) return status;
 
     dtrain::Dataset train, test;
-    try {
-        train = first(dtrain::load_fashion_mnist(dtrain::Split::Train, data), train_limit);
-        test = first(dtrain::load_fashion_mnist(dtrain::Split::Test, data), test_limit);
-        DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
-                     " training images cannot be divided among ", env.size(), " ranks");
+    try {  // every rank learns of a failure on any rank (a file missing on one node) and exits 2
+        dtrain::collectively([&] {
+            train = first(dtrain::load_fashion_mnist(dtrain::Split::Train, data), train_limit);
+            test = first(dtrain::load_fashion_mnist(dtrain::Split::Test, data), test_limit);
+            DTRAIN_CHECK(train.size() >= std::size_t(env.size()), train.size(),
+                         " training images cannot be divided among ", env.size(), " ranks");
+        });
     } catch (const dtrain::Error& e) {
         if (env.rank() == 0)
             std::cerr

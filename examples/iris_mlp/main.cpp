@@ -99,14 +99,16 @@ int main(int argc, char** argv) {
     }
 
     dtrain::Dataset train, test;
-    try {
-        const dtrain::Dataset all = dtrain::read_csv(i.data);
-        DTRAIN_CHECK(all.sample_size() == 4 && all.num_classes() == 3, "'", i.data,
-                     "' must have 4 feature columns and 3 classes, got ", all.sample_size(), " and ",
-                     all.num_classes());
-        std::tie(train, test) = dtrain::train_test_split(all, i.test_fraction, i.split_seed);
-        DTRAIN_CHECK(train.size() >= std::size_t(example::world_size()), train.size(),
-                     " training rows cannot be divided among ", example::world_size(), " ranks");
+    try {  // every rank learns of a failure on any rank (a file missing on one node) and exits 2
+        dtrain::collectively([&] {
+            const dtrain::Dataset all = dtrain::read_csv(i.data);
+            DTRAIN_CHECK(all.sample_size() == 4 && all.num_classes() == 3, "'", i.data,
+                         "' must have 4 feature columns and 3 classes, got ", all.sample_size(), " and ",
+                         all.num_classes());
+            std::tie(train, test) = dtrain::train_test_split(all, i.test_fraction, i.split_seed);
+            DTRAIN_CHECK(train.size() >= std::size_t(example::world_size()), train.size(),
+                         " training rows cannot be divided among ", example::world_size(), " ranks");
+        });
     } catch (const dtrain::Error& e) {
         if (env.rank() == 0) std::cerr << "iris_mlp: error: " << e.what() << "\n";
         return 2;

@@ -45,6 +45,7 @@ class Probe : public dtrain::detail::PointToPoint<Probe, CountdownOp> {
     using Base = dtrain::detail::PointToPoint<Probe, CountdownOp>;
 
 public:
+    static constexpr const char* policy_name = "Probe";
     explicit Probe(MPI_Comm comm) : Base(comm) {}
     using Base::blocking_tag;
     using Base::next_tag;

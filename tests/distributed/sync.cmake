@@ -9,3 +9,4 @@ dtrain_add_test(distributed_one_loop_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/one_
                 TIMEOUT 180)
 target_compile_definitions(distributed_one_loop_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 dtrain_add_test(distributed_policy_name_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/policy_name_test.cpp)
+dtrain_add_test(distributed_nonfinite_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/nonfinite_test.cpp RANKS 1 2 3)

@@ -333,6 +333,38 @@ TEST_CASE("DistOptimizer names the first differing layer when the models differ 
                     std::to_string(size - 1)) != std::string::npos);
 }
 
+TEST_CASE("DistOptimizer names another activation or learning rate on one rank at construction",
+          "[dist][sync]") {
+    const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
+    if (size < 2) return;
+    Model<float> model({4}, 1);
+    model.add(dtrain::Dense<float>(4, 6));
+    if (rank == 1)
+        model.add(dtrain::Tanh<float>());
+    else
+        model.add(dtrain::ReLU<float>());
+    model.add(dtrain::Dense<float>(6, 3));
+    const std::string activation = construction_error(model);
+    INFO(activation);
+    CHECK(activation.find(
+              "the models differ across ranks: layer 1 is ReLU (0 parameters) on rank 0 but Tanh (0 "
+              "parameters) on rank 1") != std::string::npos);
+
+    Model<float> same = make_mlp(1);
+    std::string lr;
+    try {
+        dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(
+            same, dtrain::SGD<float>(dtrain::SGDOptions().lr(rank == 1 ? 0.1 : 0.05).momentum(0.9)));
+    } catch (const dtrain::Error& e) {
+        lr = e.what();
+    }
+    INFO(lr);
+    CHECK(lr.find(
+              "the optimizers differ across ranks: the optimizer is SGD(lr=0.05, momentum=0.9, dampening=0, "
+              "nesterov=false, weight_decay=0) on rank 0 but SGD(lr=0.1, momentum=0.9") != std::string::npos);
+    CHECK(dtrain::test::all_ranks(!activation.empty() && !lr.empty()));
+}
+
 TEST_CASE("DistOptimizer rejects accumulation_steps 0 and a root that is not a rank on every rank",
           "[dist][sync]") {
     const int size = dtrain::test::world_size();

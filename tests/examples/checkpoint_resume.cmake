@@ -4,6 +4,10 @@
 #   CMD      mpiexec ... program common-args..., items joined by "@@"
 #   DIR      a scratch directory
 #   EPOCHS   epochs of the whole run; the interrupted run stops after EPOCHS/2
+#   STOP, EVERY, RESUME_EPOCH, RESUME_BATCH   optional, to stop mid-epoch instead: the interrupted run
+#            checkpoints every EVERY steps and stops right after step STOP, which is batch RESUME_BATCH of
+#            epoch RESUME_EPOCH (1-based); the resumed run logs that epoch and the following ones, which must
+#            equal the whole run's (the epoch's running sums travel in the checkpoint)
 cmake_minimum_required(VERSION 3.21)
 string(REPLACE "@@" ";" CMD "${CMD}")
 file(REMOVE_RECURSE "${DIR}")
@@ -34,13 +38,21 @@ function(metrics csv var)
 endfunction()
 
 run(--epochs ${EPOCHS} --log "${DIR}/whole.csv")
-run(--epochs ${half} --checkpoint "${DIR}/run.ckpt")
+if(DEFINED STOP)
+  run(--epochs ${EPOCHS} --checkpoint "${DIR}/run.ckpt" --checkpoint-every ${EVERY} --stop-after-step ${STOP})
+  math(EXPR half "${RESUME_EPOCH} - 1")
+else()
+  run(--epochs ${half} --checkpoint "${DIR}/run.ckpt")
+endif()
 if(NOT EXISTS "${DIR}/run.ckpt")
   message(FATAL_ERROR "no checkpoint written")
 endif()
 run(--epochs ${EPOCHS} --checkpoint "${DIR}/run.ckpt" --log "${DIR}/resumed.csv")
 math(EXPR next "${half} + 1")
-if(NOT output MATCHES "resuming from [^\n]*run.ckpt at epoch ${next}, batch 0")
+if(NOT DEFINED RESUME_BATCH)
+  set(RESUME_BATCH 0)
+endif()
+if(NOT output MATCHES "resuming from [^\n]*run.ckpt at epoch ${next}, batch ${RESUME_BATCH}")
   message(FATAL_ERROR "the second run did not resume from the checkpoint")
 endif()
 metrics("${DIR}/whole.csv" whole)

@@ -12,12 +12,13 @@
 
 #include <mpi.h>
 
+#include <dtrain/core/environment.hpp>
+
 int main(int argc, char** argv) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    // The library's own Environment: MPI with MPI_THREAD_MULTIPLE, the stall watchdog, and a job that ends
+    // (instead of hanging) when a rank throws outside a test case.
+    dtrain::Environment env(argc, argv);
+    const int rank = env.rank(), size = env.size();
 
     Catch::Session session;
     int rc = session.applyCommandLine(argc, argv);
@@ -44,6 +45,5 @@ int main(int argc, char** argv) {
     }
     if (rank == 0 && worst != 0 && rc == 0)
         std::cerr << "[rank 0] passed, but another rank failed (see its report above)\n";
-    MPI_Finalize();
     return worst;
 }

@@ -9,6 +9,7 @@
 #include <dtrain/comm/detail/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain {
@@ -60,6 +61,9 @@ public:
     /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
     explicit Collective(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
 
+    /// The policy's name in messages.
+    static constexpr const char* policy_name = "Collective";
+
     /// This rank.
     int rank() const noexcept { return comm_.rank(); }
     /// Number of ranks.
@@ -72,6 +76,7 @@ public:
     template <class T>
     void broadcast(Span<T> data, int root) {
         const int count = detail::mpi_count(data, "Collective::broadcast");
+        OperationScope scope(policy_name, "broadcast", comm_.get());
         DTRAIN_MPI_CHECK(MPI_Bcast(data.data(), count, mpi_type<T>(), root, comm_.get()));
     }
 
@@ -80,6 +85,7 @@ public:
     template <class T>
     void allreduce_sum(Span<T> data) {
         const int count = detail::mpi_count(data, "Collective::allreduce_sum");
+        OperationScope scope(policy_name, "allreduce_sum", comm_.get());
         DTRAIN_MPI_CHECK(
             MPI_Allreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), MPI_SUM, comm_.get()));
     }
@@ -106,11 +112,15 @@ public:
     /// Blocks until `request` has completed.
     void wait(Request& request) {
         if (request.req_ == MPI_REQUEST_NULL) return;
+        OperationScope scope(policy_name, "wait", comm_.get());
         DTRAIN_MPI_CHECK(MPI_Wait(&request.req_, MPI_STATUS_IGNORE));
     }
 
     /// Synchronises all ranks (MPI_Barrier).
-    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
+    void barrier() {
+        OperationScope scope(policy_name, "barrier", comm_.get());
+        DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get()));
+    }
 
 private:
     detail::CommHandle comm_;

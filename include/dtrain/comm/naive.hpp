@@ -10,6 +10,7 @@
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain {
@@ -132,6 +133,8 @@ public:
     /// Handle of one nonblocking naive all-reduce. Move-only. Destroying a pending request waits for its
     /// messages (without summing); requests must complete before their Naive is destroyed.
     using Request = Base::Request;
+    /// The policy's name in messages.
+    static constexpr const char* policy_name = "Naive";
 
     /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
     explicit Naive(MPI_Comm comm = MPI_COMM_WORLD) : Base(comm) {}
@@ -143,6 +146,7 @@ public:
         detail::check_root("Naive::broadcast", root, size());
         const int count = detail::mpi_count(data, "Naive::broadcast");
         if (size() == 1) return;
+        OperationScope scope(policy_name, "broadcast", mpi_comm());
         if (rank() != root) {
             DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, blocking_tag, mpi_comm(),
                                       MPI_STATUS_IGNORE));

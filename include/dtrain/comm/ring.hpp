@@ -11,6 +11,7 @@
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain {
@@ -46,6 +47,8 @@ public:
     /// Handle of one nonblocking ring all-reduce. Move-only. Destroying a request that has not completed
     /// completes it first (errors are then swallowed); requests must complete before their Ring is destroyed.
     using Request = Base::Request;
+    /// The policy's name in messages.
+    static constexpr const char* policy_name = "Ring";
 
     /// Uses a duplicate of `comm` (collective over `comm`) tuned by `options`; requires MPI to be
     /// initialised. Throws dtrain::Error for a window outside 0..16.
@@ -63,6 +66,7 @@ public:
     void broadcast(Span<T> data, int root) {
         detail::check_root("Ring::broadcast", root, size());
         detail::mpi_count(data, "Ring::broadcast");
+        OperationScope scope(policy_name, "broadcast", mpi_comm());
         const int p = size();
         if (p == 1 || data.empty()) return;
         const int v = (rank() - root + p) % p;  // position in the chain

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -7,29 +8,14 @@
 
 #include <mpi.h>
 
+#include <dtrain/core/abort.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/watchdog.hpp>
 
 namespace dtrain {
 
 namespace detail {
-
-/// Prints "dtrain: rank R of P: uncaught exception: <what>" to stderr and aborts the whole MPI job with
-/// MPI_Abort, so one rank's failure never leaves the other ranks waiting in a collective.
-[[noreturn]] inline void abort_job(const std::string& what) noexcept {
-    int initialized = 0, finalized = 0, rank = -1, size = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    const bool running = initialized && !finalized;
-    if (running) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-    }
-    std::fprintf(stderr, "dtrain: rank %d of %d: %s; aborting the MPI job\n", rank, size, what.c_str());
-    std::fflush(stderr);
-    if (running) MPI_Abort(MPI_COMM_WORLD, 1);
-    std::abort();
-}
 
 /// The std::terminate handler dtrain::Environment installs: reports the in-flight exception (if any) with
 /// the rank, then aborts the job.
@@ -61,6 +47,13 @@ namespace detail {
 ///   the exception's message with the rank and calls MPI_Abort (restored at scope exit), and its destructor
 ///   also aborts the job when it runs during stack unwinding, because finalising while other ranks wait in
 ///   a collective would hang them. Catch exceptions inside the Environment's scope to handle them locally.
+/// - No wait inside dtrain lasts forever: with MPI_THREAD_MULTIPLE, a stall Watchdog thread (on a private
+///   duplicate of MPI_COMM_WORLD) ends the job with a message naming the operation, the step and the ranks
+///   that did not arrive once a rank has waited `stall_timeout()` seconds in a dtrain operation (after a
+///   warning at half of it), or a few seconds after a rank it waits for has left the job (its Environment
+///   ended). The timeout is DTRAIN_STALL_TIMEOUT (seconds; default 300; 0 or "off": no watchdog) or an
+///   operation's own (DistOptions::stall_timeout). At scope exit this rank tells the others it leaves and waits
+///   (at most 10 s) for them to say the same, so MPI finalizes with no message left unreceived.
 ///
 /// Not copyable or movable; create one per process.
 class Environment {
@@ -84,6 +77,12 @@ public:
         }
         int finalized = 0;
         MPI_Finalized(&finalized);
+        if (owns_watchdog_) {
+            watchdog_.stop();
+            if (!finalized) watchdog_.leave(10.0);
+            watchdog_running() = false;
+        }
+        if (!finalized && control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
         if (owns_ && !finalized) MPI_Finalize();
     }
 
@@ -101,6 +100,10 @@ public:
     bool thread_multiple() const noexcept { return thread_level_ >= MPI_THREAD_MULTIPLE; }
     /// True when this Environment initialised MPI (and will finalise it).
     bool owns_mpi() const noexcept { return owns_; }
+    /// The stall timeout in seconds (0: no watchdog); see the class comment.
+    double stall_timeout() const noexcept { return stall_timeout_; }
+    /// True when the stall watchdog runs (MPI_THREAD_MULTIPLE and a stall timeout above 0).
+    bool watchdog() const noexcept { return watchdog_.running(); }
     /// MPI_COMM_WORLD, for constructing communicators.
     MPI_Comm world() const noexcept { return MPI_COMM_WORLD; }
 
@@ -126,7 +129,16 @@ private:
             DTRAIN_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
             DTRAIN_MPI_CHECK(MPI_Comm_size(local, &local_size_));
             DTRAIN_MPI_CHECK(MPI_Comm_free(&local));
+            stall_timeout_ = detail::stall_timeout_from_environment();
+            if (stall_timeout_ > 0 && thread_level_ >= MPI_THREAD_MULTIPLE &&
+                !watchdog_running().exchange(true)) {
+                owns_watchdog_ = true;
+                DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
+                watchdog_.start(control_, stall_timeout_);
+            }
         } catch (...) {
+            if (owns_watchdog_) watchdog_running() = false;
+            if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
             if (owns_) MPI_Finalize();
             throw;
         }
@@ -134,10 +146,20 @@ private:
         previous_handler_ = std::set_terminate(&detail::terminate_handler);
     }
 
+    // True while some Environment of this process runs the watchdog (a nested Environment starts none).
+    static std::atomic<bool>& watchdog_running() {
+        static std::atomic<bool> running{false};
+        return running;
+    }
+
     bool owns_ = false;
+    bool owns_watchdog_ = false;
     int thread_level_ = MPI_THREAD_SINGLE;
     int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
     int uncaught_at_start_ = 0;
+    double stall_timeout_ = 0.0;
+    MPI_Comm control_ = MPI_COMM_NULL;  // private duplicate of MPI_COMM_WORLD for the watchdog
+    Watchdog watchdog_;
     std::terminate_handler previous_handler_ = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -7,6 +8,7 @@
 #include <mpi.h>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/operation.hpp>
 
 namespace dtrain {
 
@@ -83,20 +85,28 @@ inline int world_size() {
 
 namespace detail {
 
+/// Every rank ends with root's `s` (its length, then its bytes). Collective.
+inline void broadcast_string(std::string& s, int root, MPI_Comm comm) {
+    std::uint64_t n = s.size();
+    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+    DTRAIN_CHECK(n <= std::uint64_t(INT_MAX), "broadcast_string: ", n, " bytes exceed MPI's int count");
+    s.resize(n);
+    if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(s.data(), int(n), MPI_CHAR, root, comm));
+}
+
 /// Broadcasts `message` from `root` (empty = success) and throws it as dtrain::Error on every rank if it is
 /// not empty, so that a failure seen by one rank ends the operation on all of them. Collective.
 inline void throw_if_failed_anywhere(std::string message, int root, MPI_Comm comm) {
-    std::uint64_t n = message.size();
-    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
-    message.resize(n);
-    if (n > 0) DTRAIN_MPI_CHECK(MPI_Bcast(message.data(), int(n), MPI_CHAR, root, comm));
-    if (n > 0) throw Error(message);
+    OperationScope scope("agreeing on an error", comm);
+    broadcast_string(message, root, comm);
+    if (!message.empty()) throw Error(message);
 }
 
 /// `x` reduced with `op` (MPI_SUM, MPI_MAX, ...) over the ranks of `comm`, identical on every rank.
 /// Collective. T must have an MPI datatype (mpi_type<T>()).
 template <class T>
 T allreduce_value(T x, MPI_Op op, MPI_Comm comm) {
+    OperationScope scope("MPI_Allreduce of one value", comm);
     T out{};
     DTRAIN_MPI_CHECK(MPI_Allreduce(&x, &out, 1, mpi_type<T>(), op, comm));
     return out;
@@ -105,6 +115,7 @@ T allreduce_value(T x, MPI_Op op, MPI_Comm comm) {
 /// True on every rank when every rank of `comm` passed the same `value` (one all-reduce of two words: the
 /// minimum of the value and of its complement). Collective.
 inline bool same_everywhere(std::uint64_t value, MPI_Comm comm) {
+    OperationScope scope("comparing a hash across ranks", comm);
     std::uint64_t mine[2] = {value, ~value}, low[2] = {0, 0};
     DTRAIN_MPI_CHECK(MPI_Allreduce(mine, low, 2, MPI_UINT64_T, MPI_MIN, comm));
     return low[0] == ~low[1];

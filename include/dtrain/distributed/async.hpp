@@ -84,6 +84,8 @@ public:
     /// Collective over `comm` (see the class comment); `model` must outlive this object.
     DistOptimizer(Model<T>& model, Opt opt, AsyncOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
         : model_(&model), opt_(std::move(opt)), options_(options), comm_(comm) {
+        OperationScope op("DistOptimizer<Async> constructor", comm_.get(), detail::no_step,
+                          options_.stall_timeout);
         detail::ReplicaFacts facts;
         detail::describe_model(model, facts);
         detail::describe_optimizer(opt_, facts);
@@ -157,9 +159,25 @@ public:
                      options_.accumulation_steps, "; call step() once after every ",
                      options_.accumulation_steps, " model.backward() calls");
         passes_ = 0;
+        OperationScope op("DistOptimizer<Async>::step", comm_.get(), step_, options_.stall_timeout);
         const detail::AsyncGradHeader h{step_, samples_, loss_};
-        stats_.wait_seconds += worker_->step(model_->gradients(), model_->parameters(),
-                                             T(1) / T(options_.accumulation_steps), h);
+        using Outcome = typename detail::AsyncWorker<T>::Outcome;
+        const Outcome o = worker_->step(model_->gradients(), model_->parameters(),
+                                        T(1) / T(options_.accumulation_steps), h, stats_.wait_seconds);
+        if (o == Outcome::Stopped) {
+            stopped_ = true;
+            throw Error(detail::concat("DistOptimizer<Async>::step: worker ", worker_rank(),
+                                       " stops because another worker's loop failed"));
+        }
+        if (o == Outcome::NonFinite) {
+            loss_ = std::numeric_limits<double>::quiet_NaN();
+            samples_ = 0;
+            if (options_.nonfinite == NonFinite::Skip) {
+                ++skipped_;
+                return;
+            }
+            nonfinite();
+        }
         ++step_;
         ++stats_.gradients;
         loss_ = std::numeric_limits<double>::quiet_NaN();
@@ -181,12 +199,16 @@ public:
             in_run_ = true;
             step_ = 0;
             passes_ = 0;
+            stopped_ = false;
+            worker_->start_run();
             try {
                 worker_loop();
             } catch (...) {
                 error = std::current_exception();
             }
             in_run_ = false;
+            OperationScope op("DistOptimizer<Async>::run (end)", comm_.get(), step_, options_.stall_timeout);
+            if (error && !stopped_) worker_->send_failed();  // master 0 stops the others right away
             worker_->send_done(step_);
         } else {
             const Range r = shard();
@@ -238,6 +260,8 @@ public:
     const AsyncOptions& options() const noexcept { return options_; }
     /// This worker's reports since the last reset_report().
     const Reported& reported() const noexcept { return reported_; }
+    /// Steps skipped because their gradient was not finite (options.nonfinite = NonFinite::Skip).
+    std::uint64_t skipped_steps() const noexcept { return skipped_; }
     /// Clears reported().
     void reset_report() noexcept { reported_ = Reported{}; }
 
@@ -245,6 +269,8 @@ public:
     double global_sum(double x) {
         DTRAIN_CHECK(is_worker(), "DistOptimizer<Async>::global_sum: rank ", rank(),
                      " is a master; call it from the worker loop");
+        OperationScope op("DistOptimizer<Async>::global_sum", worker_comm_.get(), detail::no_step,
+                          options_.stall_timeout);
         return detail::allreduce_value(x, MPI_SUM, worker_comm_.get());
     }
     /// Mean of `x` over the workers (same rules as global_sum).
@@ -269,30 +295,72 @@ private:
         }
     }
 
-    // After the loop: agree on failure, assemble the parameters and the mean state, rethrow.
+    // After the loop: agree on the first worker whose loop failed (not merely stopped) and its message,
+    // assemble the parameters and the mean state, then rethrow.
     void finish(const std::exception_ptr& error) {
-        const int worst = detail::allreduce_value(error ? rank() + 1 : 0, MPI_MAX, comm_.get());
+        OperationScope op("DistOptimizer<Async>::run (end)", comm_.get(), detail::no_step,
+                          options_.stall_timeout);
+        const bool origin = error && !stopped_;
+        const int first = detail::allreduce_value(origin ? rank() : size(), MPI_MIN, comm_.get());
+        std::vector<char> stop_sent(static_cast<std::size_t>(num_workers()), 0);
+        if (first < size()) {
+            if (rank() == 0) stop_sent = server_->stop_sent();
+            DTRAIN_MPI_CHECK(MPI_Bcast(stop_sent.data(), num_workers(), MPI_CHAR, 0, comm_.get()));
+            if (rank() == first) first_message_ = what(error);
+            detail::broadcast_string(first_message_, first, comm_.get());
+        }
+        if (is_worker()) worker_->end_run(stop_sent[std::size_t(worker_rank())] != 0);
         params_synced_ = false;
         share_parameters(!options_.gather_to_all);
+        share_state();
+        if (first == size()) return;
+        if (rank() == first) std::rethrow_exception(error);
+        throw Error(detail::concat("DistOptimizer<Async>::run: the worker loop threw on rank ", first, ": ",
+                                   first_message_));
+    }
+
+    // The workers' mean non-trainable state into rank 0's model (every rank's with gather_to_all).
+    void share_state() {
         Span<T> state = model_->state();
-        if (!state.empty()) {
-            const MPI_Datatype t = mpi_type<T>();
-            const int n = int(state.size());
-            if (options_.gather_to_all || rank() == 0) {
-                if (!is_worker()) std::fill(state.begin(), state.end(), T(0));
-                if (options_.gather_to_all)
-                    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, comm_.get()));
-                else
-                    DTRAIN_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, 0, comm_.get()));
-                for (auto& v : state)
-                    v /= T(num_workers());
-            } else {
-                const T* mine = is_worker() ? state.data() : zeros_.data();
-                DTRAIN_MPI_CHECK(MPI_Reduce(mine, nullptr, n, t, MPI_SUM, 0, comm_.get()));
-            }
+        if (state.empty()) return;
+        const MPI_Datatype t = mpi_type<T>();
+        const int n = int(state.size());
+        if (options_.gather_to_all || rank() == 0) {
+            if (!is_worker()) std::fill(state.begin(), state.end(), T(0));
+            if (options_.gather_to_all)
+                DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, comm_.get()));
+            else
+                DTRAIN_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, 0, comm_.get()));
+            for (auto& v : state)
+                v /= T(num_workers());
+        } else {
+            const T* mine = is_worker() ? state.data() : zeros_.data();
+            DTRAIN_MPI_CHECK(MPI_Reduce(mine, nullptr, n, t, MPI_SUM, 0, comm_.get()));
         }
-        if (error) std::rethrow_exception(error);
-        DTRAIN_CHECK(worst == 0, "DistOptimizer<Async>::run: the worker loop threw on rank ", worst - 1);
+    }
+
+    // The message of an exception (for other ranks).
+    static std::string what(const std::exception_ptr& e) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            return x.what();
+        } catch (...) {
+            return "an exception of a type not derived from std::exception";
+        }
+    }
+
+    // Throws the error of a gradient holding a NaN or an infinity, naming the step and the layer.
+    [[noreturn]] void nonfinite() const {
+        const Span<const T> g = model_->gradients();
+        const std::size_t i = detail::first_nonfinite(g.data(), g.size());
+        const std::size_t layer = detail::layer_of(model_->parameter_ranges(), i);
+        throw Error(
+            detail::concat("DistOptimizer<Async>::step: worker ", worker_rank(), "'s gradient of step ",
+                           step_, " is not finite: ", g[i], " at index ", i, ", in layer ", layer, " (",
+                           model_->layer(layer).name(), "); a NaN or an infinity in the input, the loss or ",
+                           "the parameters reached the gradients (options.nonfinite = NonFinite::Skip skips ",
+                           "such steps instead)"));
     }
 
     Model<T>* model_;
@@ -309,6 +377,9 @@ private:
     Reported reported_;
     std::vector<T> zeros_;  // a master's (empty) contribution to the workers' mean state
     bool params_synced_ = true;
+    bool stopped_ = false;  // this worker's loop ended because master 0 said stop
+    std::uint64_t skipped_ = 0;
+    std::string first_message_;
     bool in_run_ = false;
     std::uint64_t step_ = 0;
     std::size_t passes_ = 0;

@@ -34,6 +34,9 @@ struct TrainingPosition {
     std::uint64_t batch = 0;
     /// Optimizer steps taken in the whole run (informational; the optimizer keeps its own count).
     std::uint64_t step = 0;
+    /// The program's running sums of the epoch so far (e.g. loss and correct predictions), so that an epoch
+    /// resumed mid-way reports the same metrics as the uninterrupted one.
+    std::vector<double> sums;
 };
 
 namespace detail {
@@ -117,6 +120,7 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
         out.u64(o.steps());
         for (std::uint64_t v : {position.epoch, position.batch, position.step})
             out.u64(v);
+        out.values(position.sums.data(), position.sums.size());
         out.values(params.data(), params.size());
         out.values(state.data(), state.size());
         out.values(ostate.data(), ostate.size());
@@ -217,6 +221,7 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     pos.epoch = body.u64("the position");
     pos.batch = body.u64("the position");
     pos.step = body.u64("the position");
+    pos.sums = body.values<double>("the position's running sums");
 
     // Read everything before touching the model, so a bad file leaves model and optimizer as they were.
     const std::vector<T> params = body.values<T>("the parameters"), state = body.values<T>("the model state"),

@@ -14,10 +14,12 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
+#include <dtrain/distributed/detail/nonfinite.hpp>
 #include <dtrain/distributed/detail/replica_check.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
@@ -89,6 +91,8 @@ public:
     /// and builds the gradient buckets.
     DistOptimizer(Model<value_type>& model, Opt opt, SyncOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
         : model_(model), opt_(std::move(opt)), options_(options), comm_(comm) {
+        OperationScope op("DistOptimizer constructor", comm_.mpi_comm(), detail::no_step,
+                          options_.stall_timeout);
         detail::ReplicaFacts facts;
         detail::describe_model(model_, facts);
         detail::describe_optimizer(opt_, facts);
@@ -106,7 +110,6 @@ public:
             make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type)));
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
-        need_scale_ = denom != 1.0;
         const bool overlapping = options_.overlap && comm_.size() > 1;
         const bool progress = overlapping && schedule_.size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
@@ -146,6 +149,7 @@ public:
     /// Zeroes the model's gradients and restarts the backward-pass count; completes (and discards)
     /// reductions that a previous backward() started without a step().
     void zero_grad() {
+        OperationScope op("DistOptimizer::zero_grad", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         drain();
         model_.zero_grad();
         passes_ = 0;
@@ -164,11 +168,15 @@ public:
                      " backward passes since the last step, but accumulation_steps is ",
                      options_.accumulation_steps, "; call step() once after every ",
                      options_.accumulation_steps, " model.backward() calls");
+        OperationScope op("DistOptimizer::step", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         Span<value_type> grads = model_.gradients(), params = model_.parameters();
         const bool multi = comm_.size() > 1;
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
-        const bool pipelined = has_step_range_v<Opt> && multi && options_.overlap;
+        // Pipelined updates cannot be taken back, so skipping non-finite steps checks every bucket first.
+        const bool pipelined =
+            has_step_range_v<Opt> && multi && options_.overlap && options_.nonfinite == NonFinite::Stop;
+        std::size_t bad = schedule_.size();  // first bucket holding a NaN or an infinity
         for (std::size_t b = 0; b < schedule_.size(); ++b) {
             const Bucket& k = schedule_.buckets()[b];
             Span<value_type> g = grads.subspan(k.offset, k.size);
@@ -182,11 +190,12 @@ public:
                 comm_.allreduce_sum(g);
             }
             if (!pipelined) {
-                scale(g);
+                if (!detail::scale_and_check(g.data(), g.size(), scale_) && bad == schedule_.size()) bad = b;
                 continue;
             }
             lock.unlock();
-            scale(g);
+            if (!detail::scale_and_check(g.data(), g.size(), scale_))
+                nonfinite(k);  // identical on every rank
             if constexpr (has_step_range_v<Opt>) {
                 TimelineScope scope("optimizer step", "optim", "bucket", std::int64_t(b));
                 opt_.step_range(params.subspan(k.offset, k.size), Span<const value_type>(g.data(), g.size()),
@@ -201,7 +210,10 @@ public:
         if constexpr (has_step_range_v<Opt>) {
             if (pipelined) opt_.finish_step();
         }
-        if (!pipelined) {
+        if (!pipelined && bad < schedule_.size()) {
+            if (options_.nonfinite == NonFinite::Stop) nonfinite(schedule_.buckets()[bad]);
+            ++skipped_;
+        } else if (!pipelined) {
             TimelineScope scope("optimizer step", "optim");
             opt_.step(params, Span<const value_type>(grads.data(), grads.size()));
         }
@@ -213,6 +225,7 @@ public:
     template <class Fn>
     void run(Fn&& worker_loop) {
         std::forward<Fn>(worker_loop)();
+        OperationScope op("DistOptimizer::run (end)", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         drain();
         auto p = model_.parameters();
         DTRAIN_CHECK(
@@ -246,11 +259,17 @@ public:
     bool progress_thread() const noexcept { return progress_.running(); }
     /// This rank's reports since the last reset_report().
     const Reported& reported() const noexcept { return reported_; }
+    /// Steps skipped because their gradient was not finite (options.nonfinite = NonFinite::Skip).
+    std::uint64_t skipped_steps() const noexcept { return skipped_; }
     /// Clears reported() (e.g. at the start of an epoch).
     void reset_report() noexcept { reported_ = Reported{}; }
 
     /// Sum of `x` over all workers (e.g. a loss or a count of correct predictions). Collective.
-    double global_sum(double x) { return detail::allreduce_value(x, MPI_SUM, comm_.mpi_comm()); }
+    double global_sum(double x) {
+        OperationScope op("DistOptimizer::global_sum", comm_.mpi_comm(), detail::no_step,
+                          options_.stall_timeout);
+        return detail::allreduce_value(x, MPI_SUM, comm_.mpi_comm());
+    }
     /// Mean of `x` over all workers. Collective.
     double global_mean(double x) { return global_sum(x) / double(comm_.size()); }
 
@@ -307,13 +326,18 @@ private:
         }
     }
 
-    // Divides reduced gradients by size() * accumulation_steps (nothing to do when that is 1).
-    void scale(Span<value_type> g) const noexcept {
-        if (!need_scale_) return;
-        const value_type s = scale_;
-        value_type* p = g.data();
-        for (std::size_t i = 0, n = g.size(); i < n; ++i)
-            p[i] *= s;
+    // Throws the error of a non-finite gradient in bucket `k`, naming the step, the value and the layer.
+    [[noreturn]] void nonfinite(const Bucket& k) {
+        const value_type* g = model_.gradients().data() + k.offset;
+        const std::size_t i = k.offset + detail::first_nonfinite(g, k.size);
+        const std::size_t layer = detail::layer_of(model_.parameter_ranges(), i);
+        throw Error(
+            detail::concat("DistOptimizer::step: the ", comm_.size() > 1 ? "averaged " : "",
+                           "gradient of step ", opt_.steps(), " is not finite: ", model_.gradients()[i],
+                           " at index ", i, ", in layer ", layer, " (", model_.layer(layer).name(),
+                           "); a NaN or an infinity in the input, the loss or the parameters reached ",
+                           "the gradients. Every rank stops here (options.nonfinite = NonFinite::Skip skips "
+                           "such steps instead)"));
     }
 
     // Completes the reductions started during backward() that step() will not consume.
@@ -344,12 +368,12 @@ private:
     std::mutex mutex_;         // serialises comm_ and schedule_ between this thread and progress_
     ProgressThread progress_;  // declared after what it polls, so it stops first
     Reported reported_;
-    std::size_t passes_ = 0;      // backward passes since the last step / zero_grad
-    bool communicating_ = false;  // the current backward pass starts reductions
-    bool in_pass_ = false;        // a backward pass has reported gradients and not finished
-    std::size_t ready_from_ = 0;  // gradients [ready_from_, end) are final in this pass
-    value_type scale_ = value_type(1);
-    bool need_scale_ = false;
+    std::size_t passes_ = 0;            // backward passes since the last step / zero_grad
+    bool communicating_ = false;        // the current backward pass starts reductions
+    bool in_pass_ = false;              // a backward pass has reported gradients and not finished
+    std::size_t ready_from_ = 0;        // gradients [ready_from_, end) are final in this pass
+    value_type scale_ = value_type(1);  // 1 / (size() * accumulation_steps)
+    std::uint64_t skipped_ = 0;
 };
 
 }  // namespace dtrain

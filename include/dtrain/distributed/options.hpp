@@ -29,6 +29,12 @@ enum class Sharding {
     ByLayer,   ///< whole layers per master, balanced greedily by size (the assignment's design).
 };
 
+/// What DistOptimizer does when a step's gradient holds a NaN or an infinity.
+enum class NonFinite {
+    Stop,  ///< throw dtrain::Error on every rank, naming the step and the first layer affected.
+    Skip,  ///< skip the update (on every rank alike) and count it in skipped_steps().
+};
+
 /// Staleness value meaning "no bound" (fully asynchronous).
 inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::uint64_t>::max();
 
@@ -38,11 +44,17 @@ inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::ui
 /// |---|---|---|
 /// | accumulation_steps | 1 | backward passes per step; gradients accumulate locally with no communication in between |
 /// | root | 0 | rank whose initial parameters and optimizer state everyone starts from |
+/// | nonfinite | Stop | a step whose gradient holds NaN or Inf: stop on every rank with an error naming the step and the layer, or Skip it |
+/// | stall_timeout | 0 | seconds a rank may wait in one of this optimizer's operations before the stall watchdog ends the job naming who did not arrive (0: DTRAIN_STALL_TIMEOUT, default 300; see Environment) |
 struct DistOptions {
     /// Backward passes per step() (>= 1).
     std::size_t accumulation_steps = 1;
     /// Rank whose initial model and optimizer state every rank starts from.
     int root = 0;
+    /// What a step does with a non-finite gradient.
+    NonFinite nonfinite = NonFinite::Stop;
+    /// Stall timeout of this optimizer's operations in seconds (0: the Environment's).
+    double stall_timeout = 0.0;
 };
 
 /// Options of the synchronous policies (Collective, Ring, Naive and any Communicator), on top of DistOptions.

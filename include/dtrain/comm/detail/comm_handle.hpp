@@ -8,6 +8,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain::detail {
@@ -24,6 +25,7 @@ public:
     /// Duplicates `comm` (collective over `comm`). Requires MPI to be initialised and `comm` valid.
     explicit CommHandle(MPI_Comm comm) {
         DTRAIN_CHECK(comm != MPI_COMM_NULL, "dtrain communicator: given MPI_COMM_NULL");
+        OperationScope op("MPI_Comm_dup of a dtrain communicator", comm);
         DTRAIN_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
         const int code = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
         if (code != MPI_SUCCESS) {

@@ -11,6 +11,7 @@
 #include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain::detail {
@@ -53,6 +54,7 @@ public:
     /// equal lengths on all ranks.
     template <class T>
     void allreduce_sum(Span<T> data) {
+        OperationScope scope(Derived::policy_name, "allreduce_sum", comm_.get());
         Request r = derived().start(data, blocking_tag);
         wait(r);
     }
@@ -75,12 +77,16 @@ public:
 
     /// Blocks until `request` has completed, then returns its scratch to the pool.
     void wait(Request& request) {
+        OperationScope scope(Derived::policy_name, "wait", comm_.get());
         request.op().wait();
         request.scratch().reset();
     }
 
     /// Synchronises all ranks (MPI_Barrier).
-    void barrier() { DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get())); }
+    void barrier() {
+        OperationScope scope(Derived::policy_name, "barrier", comm_.get());
+        DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get()));
+    }
 
     /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
     std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }

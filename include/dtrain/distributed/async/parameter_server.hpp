@@ -12,6 +12,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/async/protocol.hpp>
 #include <dtrain/distributed/async/server_state.hpp>
@@ -42,7 +43,9 @@ public:
           state_(std::size_t(workers), staleness, averaging),
           recv_(std::size_t(workers), std::vector<T>(header_elems<T> + shard_size, T(0))),
           replies_(std::size_t(workers), std::vector<T>(shard_size, T(0))),
-          reqs_(2 * std::size_t(workers) + 1, MPI_REQUEST_NULL) {
+          reqs_(2 * std::size_t(workers) + 2, MPI_REQUEST_NULL),
+          stop_reqs_(std::size_t(workers), MPI_REQUEST_NULL),
+          stop_sent_(std::size_t(workers), 0) {
         DTRAIN_CHECK(recv_.empty() || recv_[0].size() * sizeof(T) <= std::size_t(INT_MAX),
                      "DistOptimizer<Async>: a shard of ", shard_size, " values exceeds MPI's int count");
     }
@@ -53,18 +56,27 @@ public:
     void serve(Span<T> shard, Opt& opt, AsyncStats& stats, const Callback& callback, double start) {
         const std::size_t w = state_.workers();
         state_.start_run();
+        std::fill(stop_sent_.begin(), stop_sent_.end(), char(0));
         double delay_sum = 0.0;
+        OperationScope op("DistOptimizer<Async> master: serving the workers", comm_);
         for (std::size_t i = 0; i < w; ++i)
             post_gradient_receive(i);
         post_done_receive();
+        if (rank_ == 0) post_failed_receive();
         while (!state_.finished()) {
             int index = MPI_UNDEFINED;
             MPI_Status status;
             const double t0 = async_now();
             DTRAIN_MPI_CHECK(MPI_Waitany(int(reqs_.size()), reqs_.data(), &index, &status));
             stats.wait_seconds += async_now() - t0;
+            OperationScope::progress();
             DTRAIN_CHECK(index != MPI_UNDEFINED, "DistOptimizer<Async>: master ", rank_,
                          " has nothing to wait for (protocol error)");
+            if (std::size_t(index) == failed_index()) {
+                stop_workers();
+                post_failed_receive();
+                continue;
+            }
             const std::size_t i = std::size_t(index), worker = std::size_t(status.MPI_SOURCE - masters_);
             if (i < w) {
                 AsyncGradHeader h;
@@ -94,16 +106,36 @@ public:
                 release(shard, stats);
         }
         cancel_receives();
+        DTRAIN_MPI_CHECK(MPI_Waitall(int(w), stop_reqs_.data(), MPI_STATUSES_IGNORE));
         if (stats.gradients > 0) stats.mean_delay = delay_sum / double(stats.gradients);
     }
 
+    /// Master 0: per worker, 1 when this run sent it a Stop (it must receive it), else 0.
+    const std::vector<char>& stop_sent() const noexcept { return stop_sent_; }
+
 private:
+    std::size_t failed_index() const noexcept { return 2 * state_.workers() + 1; }
     MPI_Request& done_request() { return reqs_[state_.workers()]; }
     MPI_Request& reply_request(std::size_t w) { return reqs_[state_.workers() + 1 + w]; }
 
     void post_gradient_receive(std::size_t i) {
         DTRAIN_MPI_CHECK(MPI_Irecv(recv_[i].data(), int(recv_[i].size() * sizeof(T)), MPI_BYTE,
                                    MPI_ANY_SOURCE, tag(AsyncTag::Gradient), comm_, &reqs_[i]));
+    }
+
+    void post_failed_receive() {
+        DTRAIN_MPI_CHECK(MPI_Irecv(&failed_word_, 1, MPI_INT, MPI_ANY_SOURCE, tag(AsyncTag::Failed), comm_,
+                                   &reqs_[failed_index()]));
+    }
+
+    // Master 0, when a worker's loop failed: tells every worker still training to stop (once each).
+    void stop_workers() {
+        for (std::size_t v = 0; v < state_.workers(); ++v) {
+            if (state_.worker(v).done || stop_sent_[v]) continue;
+            stop_sent_[v] = 1;
+            DTRAIN_MPI_CHECK(MPI_Isend(&stop_word_, 1, MPI_INT, masters_ + int(v), tag(AsyncTag::Stop), comm_,
+                                       &stop_reqs_[v]));
+        }
     }
 
     void post_done_receive() {
@@ -165,6 +197,10 @@ private:
 
     // Every worker is done: no gradient can arrive any more, so the posted receives are cancelled.
     void cancel_receives() {
+        if (reqs_[failed_index()] != MPI_REQUEST_NULL) {  // master 0: no failure report came (any more)
+            DTRAIN_MPI_CHECK(MPI_Cancel(&reqs_[failed_index()]));
+            DTRAIN_MPI_CHECK(MPI_Wait(&reqs_[failed_index()], MPI_STATUS_IGNORE));
+        }
         for (std::size_t i = 0; i < state_.workers(); ++i) {
             if (reqs_[i] == MPI_REQUEST_NULL) continue;
             DTRAIN_MPI_CHECK(MPI_Cancel(&reqs_[i]));
@@ -183,8 +219,11 @@ private:
     ServerState state_;
     std::vector<std::vector<T>> recv_;     // posted gradient receives (header + shard), any worker
     std::vector<std::vector<T>> replies_;  // per worker: the shard sent back (kept until delivered)
-    std::vector<MPI_Request> reqs_;        // [0, W) receives, W the 'done' receive, W + 1 + w replies
+    std::vector<MPI_Request> reqs_;        // [0, W) receives, W 'done', W + 1 + w replies, 2W + 1 'failed'
+    std::vector<MPI_Request> stop_reqs_;   // master 0: the Stop sent to each worker
+    std::vector<char> stop_sent_;
     std::uint64_t done_steps_ = 0;
+    int failed_word_ = 0, stop_word_ = 0;
 };
 
 }  // namespace dtrain::detail

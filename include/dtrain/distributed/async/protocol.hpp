@@ -63,8 +63,9 @@ struct AsyncGradHeader {
 
 /// Message tags of the parameter-server protocol, on a communicator private to one DistOptimizer: a worker
 /// sends each master a Gradient message per step and receives Parameters back, and a Done message with its
-/// step count when its loop ends.
-enum class AsyncTag : int { Gradient = 71, Parameters = 72, Done = 73 };
+/// step count when its loop ends. A worker whose loop threw sends Failed to master 0, which sends Stop to
+/// every worker still training, so their next step() throws instead of training on alone.
+enum class AsyncTag : int { Gradient = 71, Parameters = 72, Done = 73, Failed = 74, Stop = 75 };
 
 /// The tag's MPI value.
 constexpr int tag(AsyncTag t) noexcept {

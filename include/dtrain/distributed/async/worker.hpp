@@ -13,19 +13,23 @@
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/async/protocol.hpp>
+#include <dtrain/distributed/detail/nonfinite.hpp>
 #include <dtrain/nn/model.hpp>
 
 namespace dtrain::detail {
 
 /// The worker's side of the parameter-server protocol: per step, sends every master its slice of the
 /// gradient (behind an AsyncGradHeader) and receives the fresh slice straight into the parameters, all
-/// masters concurrently; at the end of its loop, tells every master its step count. Every buffer is
-/// allocated at construction.
+/// masters concurrently; at the end of its loop, tells every master its step count. During a run it also
+/// listens for master 0's Stop (another worker's loop failed). Every buffer is allocated at construction.
 ///
 /// @tparam T the parameter element type.
 template <class T>
 class AsyncWorker {
 public:
+    /// What step() did.
+    enum class Outcome { Sent, NonFinite, Stopped };
+
     /// A worker of `comm` whose masters 0..shards.size()-1 own `shards` of the flat parameter buffer.
     AsyncWorker(MPI_Comm comm, std::vector<Range> shards)
         : comm_(comm), shards_(std::move(shards)), reqs_(2 * shards_.size(), MPI_REQUEST_NULL) {
@@ -33,27 +37,52 @@ public:
             send_.emplace_back(header_elems<T> + r.size, T(0));
     }
 
-    /// Sends `grads` (the whole flat gradient buffer, multiplied by `scale` unless it is 1) with `header` and
-    /// receives the masters' fresh parameters into `params`; returns the seconds spent waiting.
-    double step(Span<const T> grads, Span<T> params, T scale, const AsyncGradHeader& header) {
+    /// Starts listening for master 0's Stop for this run.
+    void start_run() {
+        DTRAIN_MPI_CHECK(MPI_Irecv(&stop_word_, 1, MPI_INT, 0, tag(AsyncTag::Stop), comm_, &stop_));
+    }
+
+    /// True once master 0's Stop arrived.
+    bool stopped() {
+        if (stop_ == MPI_REQUEST_NULL) return stop_seen_;
+        int flag = 0;
+        DTRAIN_MPI_CHECK(MPI_Test(&stop_, &flag, MPI_STATUS_IGNORE));
+        stop_seen_ = stop_seen_ || flag != 0;
+        return stop_seen_;
+    }
+
+    /// Unless a Stop arrived (Stopped) or `grads` (the whole flat gradient buffer, multiplied by `scale`
+    /// unless it is 1) holds a NaN or an infinity (NonFinite; nothing is sent): sends it with `header` and
+    /// receives the masters' fresh parameters into `params` (Sent). Adds the seconds waited to `waited`.
+    Outcome step(Span<const T> grads, Span<T> params, T scale, const AsyncGradHeader& header,
+                 double& waited) {
+        if (stopped()) return Outcome::Stopped;
+        bool finite = true;
         for (std::size_t m = 0; m < shards_.size(); ++m) {
             const Range r = shards_[m];
-            std::vector<T>& buf = send_[m];
-            std::memcpy(buf.data(), &header, sizeof header);
-            T* g = buf.data() + header_elems<T>;
-            if (scale == T(1))
-                std::copy(grads.begin() + r.offset, grads.begin() + r.offset + r.size, g);
-            else
-                for (std::size_t i = 0; i < r.size; ++i)
-                    g[i] = grads[r.offset + i] * scale;
+            T* g = send_[m].data() + header_elems<T>;
+            std::memcpy(send_[m].data(), &header, sizeof header);
+            std::copy(grads.begin() + r.offset, grads.begin() + r.offset + r.size, g);
+            finite = scale_and_check(g, r.size, scale) && finite;
+        }
+        if (!finite) return Outcome::NonFinite;
+        for (std::size_t m = 0; m < shards_.size(); ++m) {
+            const Range r = shards_[m];
             DTRAIN_MPI_CHECK(MPI_Irecv(params.data() + r.offset, int(r.size), mpi_type<T>(), int(m),
                                        tag(AsyncTag::Parameters), comm_, &reqs_[2 * m]));
-            DTRAIN_MPI_CHECK(MPI_Isend(buf.data(), int(buf.size() * sizeof(T)), MPI_BYTE, int(m),
+            DTRAIN_MPI_CHECK(MPI_Isend(send_[m].data(), int(send_[m].size() * sizeof(T)), MPI_BYTE, int(m),
                                        tag(AsyncTag::Gradient), comm_, &reqs_[2 * m + 1]));
         }
         const double t0 = async_now();
         DTRAIN_MPI_CHECK(MPI_Waitall(int(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
-        return async_now() - t0;
+        waited += async_now() - t0;
+        return Outcome::Sent;
+    }
+
+    /// Tells master 0 that this worker's loop failed (it then stops the other workers).
+    void send_failed() {
+        int none = 0;
+        DTRAIN_MPI_CHECK(MPI_Send(&none, 1, MPI_INT, 0, tag(AsyncTag::Failed), comm_));
     }
 
     /// Tells every master that this worker is done after `steps` steps.
@@ -64,11 +93,23 @@ public:
         DTRAIN_MPI_CHECK(MPI_Waitall(int(shards_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
     }
 
+    /// Ends the run's Stop listener: waits for the Stop master 0 says it sent (`stop_sent`), else cancels.
+    void end_run(bool stop_sent) {
+        if (stop_ != MPI_REQUEST_NULL) {
+            if (!stop_sent) DTRAIN_MPI_CHECK(MPI_Cancel(&stop_));
+            DTRAIN_MPI_CHECK(MPI_Wait(&stop_, MPI_STATUS_IGNORE));
+        }
+        stop_seen_ = false;
+    }
+
 private:
     MPI_Comm comm_;
     std::vector<Range> shards_;
     std::vector<std::vector<T>> send_;  // per master: header + gradient slice
     std::vector<MPI_Request> reqs_;     // per master: parameter receive, gradient send
+    MPI_Request stop_ = MPI_REQUEST_NULL;
+    int stop_word_ = 0;
+    bool stop_seen_ = false;
 };
 
 }  // namespace dtrain::detail

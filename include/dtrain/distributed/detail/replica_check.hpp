@@ -78,6 +78,7 @@ void describe_optimizer(const Opt& opt, ReplicaFacts& facts) {
 inline void describe_options(const DistOptions& o, ReplicaFacts& facts) {
     add_fact(facts, "the options", "accumulation_steps", o.accumulation_steps);
     add_fact(facts, "the options", "root", o.root);
+    add_fact(facts, "the options", "nonfinite", int(o.nonfinite));
 }
 
 /// The synchronous policies' options, as facts.
@@ -152,10 +153,7 @@ inline void check_replicas(const ReplicaFacts& facts, const std::string& who, co
     if (same_everywhere(fnv1a(mine.data(), mine.size()), comm)) return;
     const int rank = comm_rank(comm), size = comm_size(comm);
     std::string theirs = mine;
-    std::uint64_t n = theirs.size();
-    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
-    theirs.resize(n);
-    DTRAIN_MPI_CHECK(MPI_Bcast(theirs.data(), int(n), MPI_CHAR, root, comm));
+    broadcast_string(theirs, root, comm);
     const ReplicaFacts root_facts = unpack_facts(theirs);
     const bool differs = first_difference(root_facts, facts) != std::string::npos;
     const int first = allreduce_value(differs ? rank : size, MPI_MIN, comm);

@@ -1,0 +1,68 @@
+#pragma once
+
+/// @file
+/// Finiteness checks of gradient buffers, cheap enough to run at every step: an integer max over the
+/// exponent bits (which the compiler vectorises, unlike a floating-point reduction), fused with the
+/// scaling pass where there is one.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/nn/model.hpp>
+
+namespace dtrain::detail {
+
+/// The unsigned integer of T's size and the mask of T's exponent bits (all set: NaN or infinity).
+template <class T>
+struct FloatBits {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+    using type = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
+    static constexpr type exponent =
+        std::is_same_v<T, float> ? type(0x7f800000u) : type(0x7ff0000000000000ull);
+};
+
+/// Multiplies the n values at p by `scale` (unless `scale` is 1) and returns true when all of them are
+/// finite afterwards. One pass; vectorised.
+template <class T>
+bool scale_and_check(T* p, std::size_t n, T scale) noexcept {
+    using U = typename FloatBits<T>::type;
+    constexpr U e = FloatBits<T>::exponent;
+    U m = 0;
+    if (scale != T(1)) {
+        for (std::size_t i = 0; i < n; ++i) {
+            p[i] *= scale;
+            U u;
+            std::memcpy(&u, &p[i], sizeof u);
+            m = std::max<U>(m, u & e);
+        }
+    } else {
+        for (std::size_t i = 0; i < n; ++i) {
+            U u;
+            std::memcpy(&u, &p[i], sizeof u);
+            m = std::max<U>(m, u & e);
+        }
+    }
+    return m != e;
+}
+
+/// Index of the first value of [p, p + n) that is NaN or infinite (n when there is none).
+template <class T>
+std::size_t first_nonfinite(const T* p, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        if (!(p[i] - p[i] == T(0))) return i;
+    return n;
+}
+
+/// Index of the layer whose range in `ranges` (contiguous, in order) holds flat index `i`.
+inline std::size_t layer_of(const std::vector<Range>& ranges, std::size_t i) {
+    const auto it = std::upper_bound(ranges.begin(), ranges.end(), i,
+                                     [](std::size_t v, const Range& r) { return v < r.offset + r.size; });
+    return std::size_t(it - ranges.begin());
+}
+
+}  // namespace dtrain::detail

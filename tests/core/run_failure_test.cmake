@@ -1,0 +1,32 @@
+# Runs a failure scenario under mpiexec and passes only when the job ends within MAX_SECONDS with the
+# expected exit status and every text of EXPECT in its output. Lists are separated by "@@".
+# Usage: cmake -DMPIEXEC=... -DNP=2 -DPROGRAM=... -DARGS="stop@@ring" [-DENV="DTRAIN_STALL_TIMEOUT=4"]
+#              -DEXPECT="text@@text" -DMAX_SECONDS=25 [-DEXIT=3 (default: any non-zero)] -P run_failure_test.cmake
+string(REPLACE "@@" ";" args "${ARGS}")
+string(REPLACE "@@" ";" expect "${EXPECT}")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ${ENV} ${MPIEXEC} -n ${NP} ${PROGRAM} ${args}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+string(TIMESTAMP t1 "%s")
+math(EXPR took "${t1} - ${t0}")
+set(all "${out}${err}")
+message(STATUS "exit: ${rc} after ${took} s\noutput:\n${all}")
+if(rc MATCHES "timeout|Process terminated")
+  message(FATAL_ERROR "the job hung (${rc})")
+endif()
+if(DEFINED EXIT)
+  if(NOT rc STREQUAL "${EXIT}")
+    message(FATAL_ERROR "exit status ${rc}, expected ${EXIT}")
+  endif()
+elseif(rc STREQUAL "0")
+  message(FATAL_ERROR "the job exited with 0 although it must fail")
+endif()
+if(took GREATER ${MAX_SECONDS})
+  message(FATAL_ERROR "the job took ${took} s, more than ${MAX_SECONDS} s")
+endif()
+foreach(text IN LISTS expect)
+  string(FIND "${all}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the output lacks: ${text}")
+  endif()
+endforeach()

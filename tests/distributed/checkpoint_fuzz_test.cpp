@@ -1,0 +1,209 @@
+// The checkpoint loader against hostile files: truncation at every position, a flipped byte at every
+// position, every size field set to huge values with a valid checksum, an empty file and a directory. Each
+// case must end in a dtrain::Error (never another exception, a crash or a large allocation) and leave the
+// model and the optimizer as they were. Own program: it replaces operator new to bound every allocation.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <dtrain/core/hash.hpp>
+#include <dtrain/distributed/checkpoint.hpp>
+#include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/batchnorm.hpp>
+#include <dtrain/nn/layers/dense.hpp>
+#include <dtrain/nn/layers/dropout.hpp>
+#include <dtrain/optim/adam.hpp>
+
+namespace {
+std::atomic<std::size_t> largest_allocation{0};
+constexpr std::size_t allocation_limit = std::size_t(64) << 20;
+}  // namespace
+
+// Bounded global allocation: an allocation beyond the limit is recorded and refused (std::bad_alloc, which
+// the test then sees as the wrong exception type).
+void* operator new(std::size_t n) {
+    if (n > largest_allocation.load()) largest_allocation = n;
+    if (n > allocation_limit) throw std::bad_alloc();
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    if (n > largest_allocation.load()) largest_allocation = n;
+    return n > allocation_limit ? nullptr : std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n) {
+    return operator new(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+    return operator new(n, t);
+}
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
+
+namespace {
+
+using dtrain::Model;
+
+Model<float> make_model() {
+    Model<float> m({6}, 1);
+    m.add(dtrain::Dense<float>(6, 8)).add(dtrain::BatchNorm1d<float>(8)).add(dtrain::ReLU<float>());
+    m.add(dtrain::Dropout<float>(0.25, 7)).add(dtrain::Dense<float>(8, 3));
+    return m;
+}
+
+std::string path_for(const std::string& tag) {
+    return (std::filesystem::temp_directory_path() /
+            ("dtrain_ckfuzz_" + std::to_string(::getpid()) + "_" + tag))
+        .string();
+}
+
+std::vector<char> read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_all(const std::string& path, const std::vector<char>& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// Loads `bytes` as a checkpoint into a fresh model and optimizer; returns "" on success, the dtrain::Error's
+// message otherwise, or "WRONG: ..." for anything else (another exception, a change to the model on failure).
+std::string load(const std::vector<char>& bytes, const std::string& path) {
+    write_all(path, bytes);
+    Model<float> model = make_model();
+    dtrain::Adam<float> adam;
+    const std::vector<float> before(model.parameters().begin(), model.parameters().end());
+    try {
+        dtrain::load_checkpoint(path, model, adam, MPI_COMM_SELF);
+        return "";
+    } catch (const dtrain::Error& e) {
+        const std::vector<float> after(model.parameters().begin(), model.parameters().end());
+        if (after != before || adam.steps() != 0) return std::string("WRONG: the model changed: ") + e.what();
+        return e.what();
+    } catch (const std::exception& e) {
+        return std::string("WRONG: ") + e.what();
+    }
+}
+
+// Offsets of the checkpoint's 64-bit size fields (the lengths of the strings and of the value arrays),
+// found by walking the format as save_checkpoint() writes it.
+std::vector<std::size_t> size_fields(const std::vector<char>& b) {
+    auto u64 = [&](std::size_t at) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, b.data() + at, 8);
+        return v;
+    };
+    std::vector<std::size_t> fields;
+    std::size_t at = 24;                    // magic, version, value size
+    for (int text = 0; text < 2; ++text) {  // the model's layers, the optimizer's description
+        fields.push_back(at);
+        at += 8 + u64(at);
+    }
+    at += 8 * 5;                                // slots, steps, position
+    for (std::size_t elem : {8, 4, 4, 4, 8}) {  // position's sums, parameters, state, optimizer state, extra
+        fields.push_back(at);
+        at += 8 + elem * u64(at);
+    }
+    REQUIRE(at + 8 == b.size());
+    return fields;
+}
+
+void set_checksum(std::vector<char>& b) {
+    const std::uint64_t sum = dtrain::detail::fnv1a(b.data(), b.size() - 8);
+    std::memcpy(b.data() + b.size() - 8, &sum, 8);
+}
+
+}  // namespace
+
+TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::Error", "[checkpoint][fuzz]") {
+    const std::string path = path_for("seed"), work = path_for("case");
+    {
+        Model<float> model = make_model();
+        dtrain::Adam<float> adam;
+        adam.reset(model.num_parameters());
+        dtrain::save_checkpoint(path, model, adam, {1, 2, 3}, MPI_COMM_SELF);
+    }
+    const std::vector<char> good = read_all(path);
+    REQUIRE(load(good, work).empty());
+    largest_allocation = 0;
+
+    std::size_t cases = 0, wrong = 0;
+    auto expect_error = [&](const std::vector<char>& bytes, const std::string& what) {
+        const std::string r = load(bytes, work);
+        ++cases;
+        if (r.empty() || r.rfind("WRONG", 0) == 0) {
+            ++wrong;
+            if (wrong <= 5) FAIL_CHECK(what << ": " << (r.empty() ? "accepted" : r));
+        } else if (r.find(work) == std::string::npos) {
+            ++wrong;
+            if (wrong <= 5) FAIL_CHECK(what << ": the error does not name the file: " << r);
+        }
+    };
+    for (std::size_t n = 0; n < good.size(); ++n)
+        expect_error(std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(n)),
+                     "truncated to " + std::to_string(n));
+    for (std::size_t i = 0; i < good.size(); ++i) {
+        std::vector<char> b = good;
+        b[i] = char(b[i] ^ 0x5a);
+        expect_error(b, "byte " + std::to_string(i) + " flipped");
+    }
+    for (std::size_t at : size_fields(good)) {
+        for (std::uint64_t v : {std::uint64_t(1) << 62, ~std::uint64_t(0), std::uint64_t(good.size()),
+                                std::uint64_t(1) << 33}) {
+            std::vector<char> b = good;
+            std::memcpy(b.data() + at, &v, 8);
+            set_checksum(b);  // a crafted file: the checksum is right, the sizes are not
+            expect_error(b, "size field at " + std::to_string(at) + " set to " + std::to_string(v));
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(cases == 2 * good.size() + 28);  // truncations, flips, 7 size fields x 4 values
+    CHECK(largest_allocation.load() <= 4 * good.size() + 4096);  // nothing beyond what the file justifies
+
+    std::filesystem::create_directory(work + ".dir");
+    Model<float> model = make_model();
+    dtrain::Adam<float> adam;
+    CHECK_THROWS_WITH(dtrain::load_checkpoint(work + ".dir", model, adam, MPI_COMM_SELF),
+                      Catch::Contains("load_checkpoint: cannot read '" + work + ".dir'"));
+    write_all(work, {});
+    CHECK_THROWS_WITH(dtrain::load_checkpoint(work, model, adam, MPI_COMM_SELF),
+                      Catch::Contains("is truncated"));
+    std::filesystem::remove(work + ".dir");
+    std::filesystem::remove(work);
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("load_checkpoint of a directory fails on every rank instead of hanging", "[checkpoint]") {
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    Model<float> model = make_model();
+    dtrain::Adam<float> adam;
+    CHECK_THROWS_WITH(dtrain::load_checkpoint(dir, model, adam),
+                      Catch::Contains("cannot read '" + dir + "'"));
+}
