@@ -13,6 +13,15 @@
 
 namespace dtrain {
 
+/// Where one layer's values sit in a flat buffer (a model's, or a composite layer's slice of it):
+/// [offset, offset + size).
+struct Range {
+    /// First element.
+    std::size_t offset = 0;
+    /// Number of elements.
+    std::size_t size = 0;
+};
+
 /// Where a layer reports, during its backward(), parts of its parameter-gradient slice that are already
 /// final: fn(context, begin, end) for the values [begin, end) of the slice, in pieces of about `chunk`
 /// values. Model::backward() sets it on each layer before calling the layer's backward() (see

@@ -20,14 +20,6 @@
 
 namespace dtrain {
 
-/// Where one layer's values sit in a model's flat buffers: [offset, offset + size).
-struct Range {
-    /// First element.
-    std::size_t offset = 0;
-    /// Number of elements.
-    std::size_t size = 0;
-};
-
 /// A sequential model: an ordered list of layers whose parameters live in ONE contiguous flat buffer,
 /// gradients in a second buffer of the same layout and non-trainable state in a third. Layers hold views
 /// into them, so all-reduce, broadcast, sharding and checkpointing each move one buffer.

@@ -13,7 +13,6 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
-#include <dtrain/nn/model.hpp>
 
 namespace dtrain {
 
