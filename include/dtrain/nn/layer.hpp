@@ -88,9 +88,6 @@ public:
     /// A new, unbound layer of the same configuration.
     virtual std::unique_ptr<Layer<T>> clone() const = 0;
 
-    /// True for layers whose forward needs no gradient state (used by summaries only).
-    virtual bool trainable() const { return num_params() > 0; }
-
     /// Appends to `out` the layer's state that lives OUTSIDE the flat buffers and that an exact resume from
     /// a checkpoint needs (e.g. Dropout's mask generator), as 64-bit words. Default: nothing. A composite
     /// layer appends its children's in order.
