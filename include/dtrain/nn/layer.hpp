@@ -24,8 +24,9 @@ struct Range {
 
 /// Where a layer reports, during its backward(), parts of its parameter-gradient slice that are already
 /// final: fn(context, begin, end) for the values [begin, end) of the slice, in pieces of about `chunk`
-/// values. Model::backward() sets it on each layer before calling the layer's backward() (see
-/// Model::set_partial_grad_hook()); an empty one (fn null) asks for no reports.
+/// values. Sequential::backward() (run by Model and by composite layers) sets it on each layer before
+/// calling the layer's backward() (see Model::set_partial_grad_hook()); an empty one (fn null) asks for no
+/// reports.
 struct GradProgress {
     /// Receiver of the reports; null for none.
     void (*fn)(void* context, std::size_t begin, std::size_t end) = nullptr;
@@ -97,7 +98,7 @@ public:
     /// past them. Throws dtrain::Error naming the layer when `in` holds too few words.
     virtual void load_extra_state(Span<const std::uint64_t>& in) { (void)in; }
 
-    /// Sets where backward() reports final parts of the gradient slice (called by Model::backward()).
+    /// Sets where backward() reports final parts of the gradient slice (called by Sequential::backward()).
     void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
 
 protected:
