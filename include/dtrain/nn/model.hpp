@@ -1,5 +1,7 @@
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -234,20 +236,27 @@ public:
     /// The generator used to initialise layers (also usable for seeded dropout masks).
     Rng& rng() { return rng_; }
 
-    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals.
+    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals. Each
+    /// column is as wide as its longest entry needs (at least 28, 22 and 12 characters), so columns stay
+    /// at least two spaces apart however long a layer's name or shape is.
     void summary(std::ostream& os) const {
-        os << std::left << std::setw(28) << "Layer" << std::setw(22) << "Output shape" << std::right
-           << std::setw(12) << "Params" << '\n'
-           << std::string(62, '-') << '\n';
-        os << std::left << std::setw(28) << "Input" << std::setw(22)
-           << ("[batch, " + detail::shape_str(input_shape_).substr(1)) << std::right << std::setw(12) << 0
-           << '\n';
-        for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            os << std::left << std::setw(28) << seq_.layer(i).name() << std::setw(22)
-               << ("[batch, " + detail::shape_str(shapes_[i]).substr(1)) << std::right << std::setw(12)
-               << parameter_ranges()[i].size << '\n';
+        auto batch = [](const Shape& s) { return "[batch, " + detail::shape_str(s).substr(1); };
+        std::vector<std::array<std::string, 3>> rows = {{"Layer", "Output shape", "Params"},
+                                                        {"Input", batch(input_shape_), "0"}};
+        for (std::size_t i = 0; i < seq_.num_layers(); ++i)
+            rows.push_back(
+                {seq_.layer(i).name(), batch(shapes_[i]), std::to_string(parameter_ranges()[i].size)});
+        std::array<std::size_t, 3> w = {28, 22, 12};
+        for (const auto& r : rows)
+            for (std::size_t c = 0; c < 3; ++c)
+                w[c] = std::max(w[c], r[c].size() + 2);
+        const std::size_t width = w[0] + w[1] + w[2];
+        for (std::size_t k = 0; k < rows.size(); ++k) {
+            os << std::left << std::setw(int(w[0])) << rows[k][0] << std::setw(int(w[1])) << rows[k][1]
+               << std::right << std::setw(int(w[2])) << rows[k][2] << '\n';
+            if (k == 0) os << std::string(width, '-') << '\n';
         }
-        os << std::string(62, '=') << '\n'
+        os << std::string(width, '=') << '\n'
            << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
     }
 
