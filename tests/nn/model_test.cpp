@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,43 @@ TEST_CASE("Model: shapes propagate and summary() lists layers, shapes and parame
     CHECK(contains(mm.summary(), "non-trainable state: " + std::to_string(2 * 4 + 2 * 8)));
     CHECK(contains(mm.summary(), "BatchNorm2d(4)"));
     CHECK(contains(mm.summary(), "Dropout(0.25)"));
+}
+
+TEST_CASE("Model: summary() sizes its columns so that long names and shapes stay two spaces apart",
+          "[nn][model]") {
+    Model<float> m({1000000, 1000, 1}, 1);  // shapes only: summary() runs no data
+    m.add(dtrain::ReLU<float>());
+    Model<float> cnn({1, 28, 28}, 1);
+    cnn.add(dtrain::Conv2d<float>(1, 16, 3, 1, 1))
+        .add(dtrain::MaxPool2d<float>(2))
+        .add(dtrain::Flatten<float>());
+    cnn.add(dtrain::Dense<float>(16 * 14 * 14, 10));
+    for (const std::string& s : {m.summary(), cnn.summary()}) {
+        INFO(s);
+        std::vector<std::string> lines;
+        std::istringstream in(s);
+        for (std::string line; std::getline(in, line);)
+            lines.push_back(line);
+        REQUIRE(lines.size() >= 5);
+        const std::string& header = lines[0];
+        const std::size_t shape_col = header.find("Output shape");
+        CHECK(lines[1] == std::string(header.size(), '-'));
+        CHECK(lines[lines.size() - 2] == std::string(header.size(), '='));
+        // Every row: name, at least two spaces, the shape at the header's column, at least two spaces, the
+        // parameter count ending where the header ends.
+        for (std::size_t k = 2; k + 2 < lines.size(); ++k) {
+            const std::string& row = lines[k];
+            INFO(row);
+            CHECK(row.size() == header.size());
+            CHECK(row.compare(shape_col - 2, 3, "  [") == 0);
+            const std::size_t shape_end = row.find(']', shape_col);
+            REQUIRE(shape_end != std::string::npos);
+            CHECK(row.compare(shape_end + 1, 2, "  ") == 0);
+            CHECK(row.back() != ' ');
+        }
+    }
+    CHECK(contains(cnn.summary(), "Conv2d(1, 16, kernel=3, padding=1)  "));
+    CHECK(contains(m.summary(), "[batch, 1000000, 1000, 1]  "));
 }
 
 TEST_CASE("Model: a full forward/backward pass of the SINGA CNN has the right shapes", "[nn][model]") {

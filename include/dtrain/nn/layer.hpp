@@ -13,10 +13,20 @@
 
 namespace dtrain {
 
+/// Where one layer's values sit in a flat buffer (a model's, or a composite layer's slice of it):
+/// [offset, offset + size).
+struct Range {
+    /// First element.
+    std::size_t offset = 0;
+    /// Number of elements.
+    std::size_t size = 0;
+};
+
 /// Where a layer reports, during its backward(), parts of its parameter-gradient slice that are already
 /// final: fn(context, begin, end) for the values [begin, end) of the slice, in pieces of about `chunk`
-/// values. Model::backward() sets it on each layer before calling the layer's backward() (see
-/// Model::set_partial_grad_hook()); an empty one (fn null) asks for no reports.
+/// values. Sequential::backward() (run by Model and by composite layers) sets it on each layer before
+/// calling the layer's backward() (see Model::set_partial_grad_hook()); an empty one (fn null) asks for no
+/// reports.
 struct GradProgress {
     /// Receiver of the reports; null for none.
     void (*fn)(void* context, std::size_t begin, std::size_t end) = nullptr;
@@ -79,9 +89,6 @@ public:
     /// A new, unbound layer of the same configuration.
     virtual std::unique_ptr<Layer<T>> clone() const = 0;
 
-    /// True for layers whose forward needs no gradient state (used by summaries only).
-    virtual bool trainable() const { return num_params() > 0; }
-
     /// Appends to `out` the layer's state that lives OUTSIDE the flat buffers and that an exact resume from
     /// a checkpoint needs (e.g. Dropout's mask generator), as 64-bit words. Default: nothing. A composite
     /// layer appends its children's in order.
@@ -91,7 +98,7 @@ public:
     /// past them. Throws dtrain::Error naming the layer when `in` holds too few words.
     virtual void load_extra_state(Span<const std::uint64_t>& in) { (void)in; }
 
-    /// Sets where backward() reports final parts of the gradient slice (called by Model::backward()).
+    /// Sets where backward() reports final parts of the gradient slice (called by Sequential::backward()).
     void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
 
 protected:

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -17,16 +19,9 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/sequential.hpp>
 
 namespace dtrain {
-
-/// Where one layer's values sit in a model's flat buffers: [offset, offset + size).
-struct Range {
-    /// First element.
-    std::size_t offset = 0;
-    /// Number of elements.
-    std::size_t size = 0;
-};
 
 /// A sequential model: an ordered list of layers whose parameters live in ONE contiguous flat buffer,
 /// gradients in a second buffer of the same layout and non-trainable state in a third. Layers hold views
@@ -34,7 +29,9 @@ struct Range {
 ///
 /// Layers are appended with add(); each new layer's shape is checked against the previous output and its
 /// parameters are initialised from the model's seeded generator, so a seed fixes the initial model.
-/// Copying or moving a model rebinds every view to the new buffers.
+/// Copying or moving a model rebinds every view to the new buffers. The layers run in a Sequential
+/// (nn/sequential.hpp), the forward/backward chain that composite layers such as Residual run too; the
+/// model adds the buffers, the shapes, the generator, the training flag and the backward hooks.
 ///
 /// @tparam T float or double.
 template <class T = float>
@@ -59,18 +56,13 @@ public:
     /// Deep copy: clones the layers, copies the three buffers and rebinds the views.
     Model(const Model& other)
         : input_shape_(other.input_shape_),
+          seq_(other.seq_),
           shapes_(other.shapes_),
-          param_ranges_(other.param_ranges_),
-          state_ranges_(other.state_ranges_),
           params_(other.params_),
           grads_(other.grads_),
           state_(other.state_),
           rng_(other.rng_),
           training_(other.training_) {
-        for (const auto& l : other.layers_)
-            layers_.push_back(l->clone());
-        acts_.resize(layers_.size() + 1);
-        dacts_.resize(layers_.size() + 1);
         rebind();
     }
 
@@ -78,15 +70,12 @@ public:
     /// keeps the invariant explicit).
     Model(Model&& other) noexcept
         : input_shape_(std::move(other.input_shape_)),
-          layers_(std::move(other.layers_)),
+          seq_(std::move(other.seq_)),
           shapes_(std::move(other.shapes_)),
-          param_ranges_(std::move(other.param_ranges_)),
-          state_ranges_(std::move(other.state_ranges_)),
           params_(std::move(other.params_)),
           grads_(std::move(other.grads_)),
           state_(std::move(other.state_)),
-          acts_(std::move(other.acts_)),
-          dacts_(std::move(other.dacts_)),
+          input_grad_(std::move(other.input_grad_)),
           rng_(other.rng_),
           training_(other.training_) {
         rebind();
@@ -104,15 +93,12 @@ public:
     /// Move assignment; rebinds the views.
     Model& operator=(Model&& other) noexcept {
         input_shape_ = std::move(other.input_shape_);
-        layers_ = std::move(other.layers_);
+        seq_ = std::move(other.seq_);
         shapes_ = std::move(other.shapes_);
-        param_ranges_ = std::move(other.param_ranges_);
-        state_ranges_ = std::move(other.state_ranges_);
         params_ = std::move(other.params_);
         grads_ = std::move(other.grads_);
         state_ = std::move(other.state_);
-        acts_ = std::move(other.acts_);
-        dacts_ = std::move(other.dacts_);
+        input_grad_ = std::move(other.input_grad_);
         rng_ = other.rng_;
         training_ = other.training_;
         hook_ = nullptr;
@@ -133,22 +119,14 @@ public:
 
     /// Appends a heap-allocated layer; see add(L&&).
     Model& add(std::unique_ptr<Layer<T>> layer) {
-        DTRAIN_CHECK(layer != nullptr, "Model::add: null layer");
-        const Shape& in = output_shape();
-        Shape out = layer->output_shape(in);
-        const Range pr{params_.size(), layer->num_params()};
-        const Range sr{state_.size(), layer->num_state()};
-        params_.resize(pr.offset + pr.size, T(0));
-        grads_.resize(pr.offset + pr.size, T(0));
-        state_.resize(sr.offset + sr.size, T(0));
-        layers_.push_back(std::move(layer));
+        Shape out = layer != nullptr ? layer->output_shape(output_shape()) : Shape{};
+        seq_.add(std::move(layer));  // throws on a null layer, before anything changed
         shapes_.push_back(std::move(out));
-        param_ranges_.push_back(pr);
-        state_ranges_.push_back(sr);
-        acts_.resize(layers_.size() + 1);
-        dacts_.resize(layers_.size() + 1);
+        params_.resize(seq_.num_params(), T(0));
+        grads_.resize(seq_.num_params(), T(0));
+        state_.resize(seq_.num_state(), T(0));
         rebind();
-        layers_.back()->init_params(rng_);
+        seq_.layer(seq_.num_layers() - 1).init_params(rng_);
         return *this;
     }
 
@@ -156,15 +134,10 @@ public:
     /// `x` must stay alive and unchanged until backward(). Throws when the model is empty or `x` has the
     /// wrong shape.
     const Tensor<T>& forward(const Tensor<T>& x) {
-        DTRAIN_CHECK(!layers_.empty(), "Model::forward: the model has no layers");
+        DTRAIN_CHECK(!seq_.empty(), "Model::forward: the model has no layers");
         detail::check_batch_shape(x, input_shape_, "Model::forward");
         input_ = &x;
-        const Tensor<T>* in = &x;
-        for (std::size_t i = 0; i < layers_.size(); ++i) {
-            layers_[i]->forward(*in, acts_[i + 1], training_);
-            in = &acts_[i + 1];
-        }
-        return acts_.back();
+        return seq_.forward(x, training_);
     }
 
     /// Back-propagates `grad_output` (dLoss/doutput of the last forward()), ADDING parameter gradients
@@ -174,24 +147,19 @@ public:
     /// an empty tensor.
     const Tensor<T>& backward(const Tensor<T>& grad_output, bool need_input_grad = false) {
         DTRAIN_CHECK(input_ != nullptr, "Model::backward: call forward() first");
-        DTRAIN_CHECK(grad_output.shape() == acts_.back().shape(), "Model::backward: gradient of shape ",
+        const Tensor<T>& out = seq_.output(seq_.num_layers() - 1);
+        DTRAIN_CHECK(grad_output.shape() == out.shape(), "Model::backward: gradient of shape ",
                      detail::shape_str(grad_output.shape()), " does not match the output shape ",
-                     detail::shape_str(acts_.back().shape()));
-        const Tensor<T>* g = &grad_output;
-        for (std::size_t i = layers_.size(); i-- > 0;) {
-            const Tensor<T>& in = i == 0 ? *input_ : acts_[i];
-            const bool need = i > 0 || need_input_grad;
-            if (partial_hook_) {
-                backward_layer_ = i;
-                layers_[i]->set_grad_progress(GradProgress{&Model::partial_trampoline, this, partial_chunk_});
-            } else {
-                layers_[i]->set_grad_progress(GradProgress{});
-            }
-            layers_[i]->backward(in, acts_[i + 1], *g, dacts_[i], need);
-            if (hook_) hook_(i);
-            g = &dacts_[i];
+                     detail::shape_str(out.shape()));
+        BackwardListener listener;
+        listener.context = this;
+        if (hook_) listener.done = &Model::layer_done;
+        if (partial_hook_) {
+            listener.partial = &Model::layer_partial;
+            listener.chunk = partial_chunk_;
         }
-        return dacts_[0];
+        seq_.backward(*input_, grad_output, input_grad_, need_input_grad, listener);
+        return input_grad_;
     }
 
     /// Sets every gradient to zero.
@@ -214,15 +182,13 @@ public:
     /// layer 0 first: what a checkpoint keeps besides parameters() and state() for an exact resume.
     std::vector<std::uint64_t> extra_state() const {
         std::vector<std::uint64_t> out;
-        for (const auto& l : layers_)
-            l->save_extra_state(out);
+        seq_.save_extra_state(out);
         return out;
     }
     /// Restores extra_state() of a model with the same layers. Throws dtrain::Error when `words` holds too
     /// few or too many words for this model's layers.
     void set_extra_state(Span<const std::uint64_t> words) {
-        for (auto& l : layers_)
-            l->load_extra_state(words);
+        seq_.load_extra_state(words);
         DTRAIN_CHECK(words.empty(), "Model::set_extra_state: ", words.size(),
                      " words left over after every layer took its own (the state is from another model)");
     }
@@ -230,19 +196,15 @@ public:
     /// Total number of trainable parameters.
     std::size_t num_parameters() const { return params_.size(); }
     /// Number of layers.
-    std::size_t num_layers() const { return layers_.size(); }
+    std::size_t num_layers() const { return seq_.num_layers(); }
     /// Layer `i` (checked).
-    Layer<T>& layer(std::size_t i) { return const_cast<Layer<T>&>(std::as_const(*this).layer(i)); }
+    Layer<T>& layer(std::size_t i) { return seq_.layer(i); }
     /// Layer `i` (checked), read-only.
-    const Layer<T>& layer(std::size_t i) const {
-        DTRAIN_CHECK(i < layers_.size(), "Model::layer: index ", i, " out of range (", layers_.size(),
-                     " layers)");
-        return *layers_[i];
-    }
+    const Layer<T>& layer(std::size_t i) const { return seq_.layer(i); }
     /// Where layer i's parameters and gradients sit in the flat buffers.
-    const std::vector<Range>& parameter_ranges() const { return param_ranges_; }
+    const std::vector<Range>& parameter_ranges() const { return seq_.parameter_ranges(); }
     /// Where layer i's non-trainable state sits in the state buffer.
-    const std::vector<Range>& state_ranges() const { return state_ranges_; }
+    const std::vector<Range>& state_ranges() const { return seq_.state_ranges(); }
     /// Per-sample input shape.
     const Shape& input_shape() const { return input_shape_; }
     /// Per-sample output shape (the input shape while the model is empty).
@@ -274,20 +236,27 @@ public:
     /// The generator used to initialise layers (also usable for seeded dropout masks).
     Rng& rng() { return rng_; }
 
-    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals.
+    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals. Each
+    /// column is as wide as its longest entry needs (at least 28, 22 and 12 characters), so columns stay
+    /// at least two spaces apart however long a layer's name or shape is.
     void summary(std::ostream& os) const {
-        os << std::left << std::setw(28) << "Layer" << std::setw(22) << "Output shape" << std::right
-           << std::setw(12) << "Params" << '\n'
-           << std::string(62, '-') << '\n';
-        os << std::left << std::setw(28) << "Input" << std::setw(22)
-           << ("[batch, " + detail::shape_str(input_shape_).substr(1)) << std::right << std::setw(12) << 0
-           << '\n';
-        for (std::size_t i = 0; i < layers_.size(); ++i) {
-            os << std::left << std::setw(28) << layers_[i]->name() << std::setw(22)
-               << ("[batch, " + detail::shape_str(shapes_[i]).substr(1)) << std::right << std::setw(12)
-               << param_ranges_[i].size << '\n';
+        auto batch = [](const Shape& s) { return "[batch, " + detail::shape_str(s).substr(1); };
+        std::vector<std::array<std::string, 3>> rows = {{"Layer", "Output shape", "Params"},
+                                                        {"Input", batch(input_shape_), "0"}};
+        for (std::size_t i = 0; i < seq_.num_layers(); ++i)
+            rows.push_back(
+                {seq_.layer(i).name(), batch(shapes_[i]), std::to_string(parameter_ranges()[i].size)});
+        std::array<std::size_t, 3> w = {28, 22, 12};
+        for (const auto& r : rows)
+            for (std::size_t c = 0; c < 3; ++c)
+                w[c] = std::max(w[c], r[c].size() + 2);
+        const std::size_t width = w[0] + w[1] + w[2];
+        for (std::size_t k = 0; k < rows.size(); ++k) {
+            os << std::left << std::setw(int(w[0])) << rows[k][0] << std::setw(int(w[1])) << rows[k][1]
+               << std::right << std::setw(int(w[2])) << rows[k][2] << '\n';
+            if (k == 0) os << std::string(width, '-') << '\n';
         }
-        os << std::string(62, '=') << '\n'
+        os << std::string(width, '=') << '\n'
            << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
     }
 
@@ -299,37 +268,27 @@ public:
     }
 
 private:
-    void rebind() {
-        for (std::size_t i = 0; i < layers_.size(); ++i) {
-            layers_[i]->bind(params_.data() + param_ranges_[i].offset,
-                             grads_.data() + param_ranges_[i].offset,
-                             state_.data() + state_ranges_[i].offset);
-        }
+    void rebind() { seq_.bind(params_.data(), grads_.data(), state_.data()); }
+
+    // BackwardListener functions: pass the sequence's events on to the hooks.
+    static void layer_done(void* self, std::size_t layer) { static_cast<Model*>(self)->hook_(layer); }
+    static void layer_partial(void* self, std::size_t layer, std::size_t begin, std::size_t end) {
+        static_cast<Model*>(self)->partial_hook_(layer, begin, end);
     }
 
     Shape input_shape_;
-    std::vector<std::unique_ptr<Layer<T>>> layers_;
-    std::vector<Shape> shapes_;
-    std::vector<Range> param_ranges_;
-    std::vector<Range> state_ranges_;
+    Sequential<T> seq_{"Model"};
+    std::vector<Shape> shapes_;  // shapes_[i] = per-sample output shape of layer i
     std::vector<T> params_;
     std::vector<T> grads_;
     std::vector<T> state_;
-    std::vector<Tensor<T>> acts_;   // acts_[i + 1] = output of layer i
-    std::vector<Tensor<T>> dacts_;  // dacts_[i] = gradient w.r.t. input of layer i
+    Tensor<T> input_grad_;  // dLoss/dinput of the last backward() that asked for it
     const Tensor<T>* input_ = nullptr;
     Rng rng_;
     bool training_ = true;
     GradReadyHook hook_;
     PartialGradHook partial_hook_;
     std::size_t partial_chunk_ = 0;
-    std::size_t backward_layer_ = 0;  // the layer whose backward() is running (for partial reports)
-
-    // GradProgress::fn of the layers: forwards a report of the running layer to the partial-gradient hook.
-    static void partial_trampoline(void* self, std::size_t begin, std::size_t end) {
-        auto* m = static_cast<Model*>(self);
-        m->partial_hook_(m->backward_layer_, begin, end);
-    }
 };
 
 }  // namespace dtrain

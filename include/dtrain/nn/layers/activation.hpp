@@ -12,9 +12,9 @@ namespace dtrain {
 
 namespace detail {
 
-/// An elementwise activation layer; `Fn` provides static `name()`, `f(x)`, `df(x, y)` (the derivative
-/// expressed through the input x and the output y = f(x)) and `grad(x, y, g)` = g * df(x, y), written so
-/// that the backward loop vectorises (a ReLU select instead of a multiply by a branchy 0/1).
+/// An elementwise activation layer; `Fn` provides static `name()`, `f(x)` and `grad(x, y, g)` = g * f'(x),
+/// the derivative expressed through the input x and the output y = f(x), written so that the backward
+/// loop vectorises (a ReLU select instead of a multiply by a branchy 0/1).
 template <class T, class Fn>
 class Elementwise final : public Layer<T> {
 public:
@@ -53,10 +53,6 @@ struct ReluFn {
         return x > T(0) ? x : T(0);
     }
     template <class T>
-    static T df(T x, T) {
-        return x > T(0) ? T(1) : T(0);
-    }
-    template <class T>
     static T grad(T x, T, T g) {
         return x > T(0) ? g : T(0);
     }
@@ -69,10 +65,6 @@ struct SigmoidFn {
         return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
     }
     template <class T>
-    static T df(T, T y) {
-        return y * (T(1) - y);
-    }
-    template <class T>
     static T grad(T, T y, T g) {
         return g * (y * (T(1) - y));
     }
@@ -83,10 +75,6 @@ struct TanhFn {
     template <class T>
     static T f(T x) {
         return std::tanh(x);
-    }
-    template <class T>
-    static T df(T, T y) {
-        return T(1) - y * y;
     }
     template <class T>
     static T grad(T, T y, T g) {

@@ -13,7 +13,7 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
-#include <dtrain/nn/model.hpp>
+#include <dtrain/nn/sequential.hpp>
 
 namespace dtrain {
 
@@ -34,9 +34,10 @@ namespace dtrain {
 ///
 /// Shapes: the children's input shapes follow from the block's input shape, as in a Model; output_shape()
 /// (called by Model::add()) checks every child and that f keeps the input's shape, which the skip
-/// connection needs, and throws dtrain::Error naming the block and the shapes otherwise. The block holds
-/// the children's outputs and input gradients, sized on the first batch and reused (no allocation while
-/// the batch shape is steady). Children may be any layers, including nested Residual blocks.
+/// connection needs, and throws dtrain::Error naming the block and the shapes otherwise. The children run
+/// in a Sequential (nn/sequential.hpp), the chain a Model runs too, which holds their outputs and input
+/// gradients, sized on the first batch and reused (no allocation while the batch shape is steady).
+/// Children may be any layers, including nested Residual blocks.
 ///
 /// Partial gradient reports: when the model asks for them (grad_chunk() is not 0), the children's own
 /// reports are forwarded with their offsets in the block's slice, and after each child's backward() the
@@ -54,18 +55,7 @@ public:
 
     /// Deep copy of the configuration: clones every child; the copy is unbound (its parameter values
     /// come from the Model that binds it).
-    Residual(const Residual& other)
-        : Layer<T>(other),
-          param_ranges_(other.param_ranges_),
-          state_ranges_(other.state_ranges_),
-          num_params_(other.num_params_),
-          num_state_(other.num_state_) {
-        children_.reserve(other.children_.size());
-        for (const auto& c : other.children_)
-            children_.push_back(c->clone());
-        acts_.resize(children_.size());
-        dacts_.resize(children_.size());
-    }
+    Residual(const Residual& other) : Layer<T>(other), seq_(other.seq_) {}
 
     /// Move: takes the children (and their bindings).
     Residual(Residual&&) noexcept = default;
@@ -100,16 +90,9 @@ public:
 
     /// Appends a heap-allocated layer; see add(L&&).
     Residual& add(std::unique_ptr<Layer<T>> layer) & {
-        DTRAIN_CHECK(layer != nullptr, "Residual::add: null layer");
-        DTRAIN_CHECK(!bound_, name(), "::add: cannot add ", layer->name(),
+        DTRAIN_CHECK(layer == nullptr || !bound_, name(), "::add: cannot add ", layer->name(),
                      " to a block that is already part of a model (its slice of the flat buffers is fixed)");
-        param_ranges_.push_back(Range{num_params_, layer->num_params()});
-        state_ranges_.push_back(Range{num_state_, layer->num_state()});
-        num_params_ += layer->num_params();
-        num_state_ += layer->num_state();
-        children_.push_back(std::move(layer));
-        acts_.resize(children_.size());
-        dacts_.resize(children_.size());
+        seq_.add(std::move(layer));  // throws "Residual::add: null layer"
         return *this;
     }
 
@@ -120,25 +103,12 @@ public:
     }
 
     /// "Residual(child, child, ...)" with the children's names.
-    std::string name() const override {
-        std::string s = "Residual(";
-        for (std::size_t i = 0; i < children_.size(); ++i)
-            s += (i ? ", " : "") + children_[i]->name();
-        return s + ")";
-    }
+    std::string name() const override { return "Residual(" + seq_.names() + ")"; }
 
     /// Checks every child in turn and that f(x) has the shape of x; returns `input`.
     Shape output_shape(const Shape& input) const override {
-        DTRAIN_CHECK(!children_.empty(), name(),
-                     ": the block has no layers; add at least one (out = f(x) + x)");
-        Shape s = input;
-        for (std::size_t i = 0; i < children_.size(); ++i) {
-            try {
-                s = children_[i]->output_shape(s);
-            } catch (const Error& e) {
-                throw Error(detail::concat(name(), ": layer ", i, " of the block does not fit: ", e.what()));
-            }
-        }
+        check_not_empty();
+        const Shape s = seq_.output_shape(input, name());
         DTRAIN_CHECK(s == input, name(),
                      ": the skip connection adds f(x) to x, so f must keep the shape, but "
                      "input [batch, ",
@@ -148,38 +118,23 @@ public:
     }
 
     /// Sum of the children's parameters.
-    std::size_t num_params() const override { return num_params_; }
+    std::size_t num_params() const override { return seq_.num_params(); }
     /// Sum of the children's state values.
-    std::size_t num_state() const override { return num_state_; }
+    std::size_t num_state() const override { return seq_.num_state(); }
 
     /// Splits the block's slices among the children (child 0 first).
     void bind(T* params, T* grads, T* state) override {
-        for (std::size_t i = 0; i < children_.size(); ++i) {
-            const Range& p = param_ranges_[i];
-            const Range& s = state_ranges_[i];
-            children_[i]->bind(params == nullptr ? nullptr : params + p.offset,
-                               grads == nullptr ? nullptr : grads + p.offset,
-                               state == nullptr ? nullptr : state + s.offset);
-        }
+        seq_.bind(params, grads, state);
         bound_ = true;
     }
 
     /// Initialises the children in order from `rng`.
-    void init_params(Rng& rng) override {
-        for (auto& c : children_)
-            c->init_params(rng);
-    }
+    void init_params(Rng& rng) override { seq_.init_params(rng); }
 
     /// Runs the children on `in`, keeping their outputs, and writes f(in) + in into `out`.
     void forward(const Tensor<T>& in, Tensor<T>& out, bool training) override {
-        DTRAIN_CHECK(!children_.empty(), name(),
-                     ": the block has no layers; add at least one (out = f(x) + x)");
-        const Tensor<T>* x = &in;
-        for (std::size_t i = 0; i < children_.size(); ++i) {
-            children_[i]->forward(*x, acts_[i], training);
-            x = &acts_[i];
-        }
-        const Tensor<T>& f = acts_.back();
+        check_not_empty();
+        const Tensor<T>& f = seq_.forward(in, training);
         DTRAIN_CHECK(f.shape() == in.shape(), name(), ": the skip connection adds f(x) to x, but input ",
                      detail::shape_str(in.shape()), " gives f(x) of shape ", detail::shape_str(f.shape()));
         ensure_shape(out, in.shape());
@@ -196,25 +151,11 @@ public:
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         const std::size_t chunk = this->grad_chunk();
-        ready_from_ = num_params_;
-        const Tensor<T>* g = &grad_out;
-        for (std::size_t i = children_.size(); i-- > 0;) {
-            Layer<T>& c = *children_[i];
-            if (chunk > 0) {
-                running_ = i;
-                c.set_grad_progress(GradProgress{&Residual::child_report, this, chunk});
-            } else {
-                c.set_grad_progress(GradProgress{});
-            }
-            Tensor<T>& gin = i == 0 ? grad_in : dacts_[i];
-            c.backward(i == 0 ? in : acts_[i - 1], acts_[i], *g, gin, i > 0 || need_grad_in);
-            const Range& r = param_ranges_[i];
-            if (chunk > 0 && ready_from_ > r.offset) {  // the rest of child i's slice is final now
-                this->report_grads_ready(r.offset, ready_from_);
-                ready_from_ = r.offset;
-            }
-            g = &gin;
-        }
+        ready_from_ = seq_.num_params();
+        seq_.backward(in, grad_out, grad_in, need_grad_in,
+                      chunk > 0
+                          ? BackwardListener{&Residual::child_report, &Residual::child_done, this, chunk}
+                          : BackwardListener{});
         if (!need_grad_in) return;
         ensure_shape(grad_in, in.shape());
         const T* d = grad_out.data();
@@ -226,53 +167,50 @@ public:
 
     /// Appends the children's state outside the flat buffers (e.g. a Dropout child's generator), child 0
     /// first.
-    void save_extra_state(std::vector<std::uint64_t>& out) const override {
-        for (const auto& c : children_)
-            c->save_extra_state(out);
-    }
+    void save_extra_state(std::vector<std::uint64_t>& out) const override { seq_.save_extra_state(out); }
 
     /// Restores what save_extra_state() appended, child 0 first, advancing `in` past it.
-    void load_extra_state(Span<const std::uint64_t>& in) override {
-        for (auto& c : children_)
-            c->load_extra_state(in);
-    }
+    void load_extra_state(Span<const std::uint64_t>& in) override { seq_.load_extra_state(in); }
 
     /// A new, unbound block with clones of the children.
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Residual>(*this); }
 
     /// Number of child layers.
-    std::size_t num_layers() const { return children_.size(); }
+    std::size_t num_layers() const { return seq_.num_layers(); }
     /// Child `i` (checked).
-    Layer<T>& layer(std::size_t i) { return const_cast<Layer<T>&>(std::as_const(*this).layer(i)); }
+    Layer<T>& layer(std::size_t i) { return seq_.layer(i); }
     /// Child `i` (checked), read-only.
-    const Layer<T>& layer(std::size_t i) const {
-        DTRAIN_CHECK(i < children_.size(), "Residual::layer: index ", i, " out of range (", children_.size(),
-                     " layers)");
-        return *children_[i];
-    }
+    const Layer<T>& layer(std::size_t i) const { return seq_.layer(i); }
     /// Where child i's parameters and gradients sit in the block's slices (offsets relative to them).
-    const std::vector<Range>& parameter_ranges() const { return param_ranges_; }
+    const std::vector<Range>& parameter_ranges() const { return seq_.parameter_ranges(); }
     /// Where child i's state sits in the block's state slice (offsets relative to it).
-    const std::vector<Range>& state_ranges() const { return state_ranges_; }
+    const std::vector<Range>& state_ranges() const { return seq_.state_ranges(); }
 
 private:
-    // GradProgress::fn of the children: a report of the running child, moved to the block's slice.
-    static void child_report(void* self, std::size_t begin, std::size_t end) {
+    void check_not_empty() const {
+        DTRAIN_CHECK(!seq_.empty(), name(), ": the block has no layers; add at least one (out = f(x) + x)");
+    }
+
+    // BackwardListener::partial: a report of a running child, moved to the block's slice.
+    static void child_report(void* self, std::size_t child, std::size_t begin, std::size_t end) {
         auto* r = static_cast<Residual*>(self);
-        const std::size_t offset = r->param_ranges_[r->running_].offset;
+        const std::size_t offset = r->seq_.parameter_ranges()[child].offset;
         if (offset + end == r->ready_from_) r->ready_from_ = offset + begin;
         r->report_grads_ready(offset + begin, offset + end);
     }
 
-    std::vector<std::unique_ptr<Layer<T>>> children_;
-    std::vector<Range> param_ranges_;  // child i's parameter range in the block's slice
-    std::vector<Range> state_ranges_;  // child i's state range in the block's state slice
-    std::size_t num_params_ = 0;
-    std::size_t num_state_ = 0;
-    std::vector<Tensor<T>> acts_;   // acts_[i] = output of child i
-    std::vector<Tensor<T>> dacts_;  // dacts_[i] = gradient w.r.t. the input of child i (i > 0)
+    // BackwardListener::done: the rest of the child's slice is final now.
+    static void child_done(void* self, std::size_t child) {
+        auto* r = static_cast<Residual*>(self);
+        const std::size_t offset = r->seq_.parameter_ranges()[child].offset;
+        if (r->ready_from_ > offset) {
+            r->report_grads_ready(offset, r->ready_from_);
+            r->ready_from_ = offset;
+        }
+    }
+
+    Sequential<T> seq_{"Residual"};  // f: the children
     bool bound_ = false;
-    std::size_t running_ = 0;     // child whose backward() is running (for its reports)
     std::size_t ready_from_ = 0;  // the block's gradients from here to the end are final (reports only)
 };
 

@@ -1,0 +1,232 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+#include <dtrain/core/rng.hpp>
+#include <dtrain/core/span.hpp>
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
+
+namespace dtrain {
+
+/// What Sequential::backward() tells its caller while it runs, as plain function pointers (no allocation,
+/// no std::function per layer): `partial` receives the partial gradient reports of the running layer
+/// (Layer::report_grads_ready(), offsets relative to that layer's slice) and `done` is called once a
+/// layer's backward() has returned. Either may be null.
+struct BackwardListener {
+    /// Receives (context, layer, begin, end) for values [begin, end) of `layer`'s gradient slice that are
+    /// final; null for no partial reports.
+    void (*partial)(void* context, std::size_t layer, std::size_t begin, std::size_t end) = nullptr;
+    /// Receives (context, layer) after `layer`'s backward() returned; null for none.
+    void (*done)(void* context, std::size_t layer) = nullptr;
+    /// First argument of both functions.
+    void* context = nullptr;
+    /// Requested granularity of partial reports in values (Layer::grad_chunk()); 0 asks for none.
+    std::size_t chunk = 0;
+};
+
+/// The forward/backward chain over an ordered list of layers, shared by Model (which owns the flat
+/// buffers) and composite layers such as Residual (which run their children on a slice of them).
+///
+/// A sequence owns its layers and, after forward(), every layer's output: output(i) is layer i's output,
+/// and backward() keeps the gradient with respect to every layer's input but the first, which goes to the
+/// caller's tensor. It owns no parameter memory: the parameters, gradients and state of the sequence are
+/// each one contiguous slice of someone else's flat buffer, laid out layer 0 first; parameter_ranges()
+/// and state_ranges() give every layer's place in those slices and bind() hands each layer its part.
+///
+/// The owner of the buffers binds: a copy clones every layer and is unbound, a move keeps the layers and
+/// their bindings. Error messages start with the owner's class name given to the constructor.
+///
+/// @tparam T float or double.
+template <class T>
+class Sequential {
+public:
+    /// An empty sequence; `owner` (a string literal, e.g. "Model") starts the messages of the errors
+    /// add(), layer() and forward() throw.
+    explicit Sequential(const char* owner = "Sequential") noexcept : owner_(owner) {}
+
+    /// Deep copy: clones every layer; the copy is unbound and holds no outputs yet.
+    Sequential(const Sequential& other)
+        : owner_(other.owner_),
+          param_ranges_(other.param_ranges_),
+          state_ranges_(other.state_ranges_),
+          num_params_(other.num_params_),
+          num_state_(other.num_state_) {
+        layers_.reserve(other.layers_.size());
+        for (const auto& l : other.layers_)
+            layers_.push_back(l->clone());
+        outs_.resize(layers_.size());
+        grad_ins_.resize(layers_.size());
+    }
+
+    /// Move: takes the layers with their bindings and the kept tensors.
+    Sequential(Sequential&&) noexcept = default;
+
+    /// Copy assignment (copy-and-swap); the result is unbound.
+    Sequential& operator=(const Sequential& other) {
+        if (this != &other) {
+            Sequential tmp(other);
+            *this = std::move(tmp);
+        }
+        return *this;
+    }
+
+    /// Move assignment.
+    Sequential& operator=(Sequential&&) noexcept = default;
+
+    ~Sequential() = default;
+
+    /// Appends a layer (unbound; the owner binds and initialises it). Its parameter range starts at
+    /// num_params() and its state range at num_state(). Throws dtrain::Error "<owner>::add: null layer".
+    void add(std::unique_ptr<Layer<T>> layer) {
+        DTRAIN_CHECK(layer != nullptr, owner_, "::add: null layer");
+        param_ranges_.push_back(Range{num_params_, layer->num_params()});
+        state_ranges_.push_back(Range{num_state_, layer->num_state()});
+        num_params_ += layer->num_params();
+        num_state_ += layer->num_state();
+        layers_.push_back(std::move(layer));
+        outs_.resize(layers_.size());
+        grad_ins_.resize(layers_.size());
+    }
+
+    /// Number of layers.
+    std::size_t num_layers() const noexcept { return layers_.size(); }
+    /// True when the sequence has no layers.
+    bool empty() const noexcept { return layers_.empty(); }
+    /// Sum of the layers' parameters: the size of the sequence's parameter (and gradient) slice.
+    std::size_t num_params() const noexcept { return num_params_; }
+    /// Sum of the layers' state values: the size of the sequence's state slice.
+    std::size_t num_state() const noexcept { return num_state_; }
+    /// Where layer i's parameters and gradients sit in the sequence's slices.
+    const std::vector<Range>& parameter_ranges() const noexcept { return param_ranges_; }
+    /// Where layer i's state sits in the sequence's state slice.
+    const std::vector<Range>& state_ranges() const noexcept { return state_ranges_; }
+
+    /// Layer `i`; throws dtrain::Error "<owner>::layer: index i out of range (n layers)".
+    Layer<T>& layer(std::size_t i) { return const_cast<Layer<T>&>(std::as_const(*this).layer(i)); }
+    /// Layer `i`, read-only; checked as layer(i).
+    const Layer<T>& layer(std::size_t i) const {
+        DTRAIN_CHECK(i < layers_.size(), owner_, "::layer: index ", i, " out of range (", layers_.size(),
+                     " layers)");
+        return *layers_[i];
+    }
+
+    /// The layers' names joined by ", " (layer 0 first).
+    std::string names() const {
+        std::string s;
+        for (std::size_t i = 0; i < layers_.size(); ++i)
+            s += (i ? ", " : "") + layers_[i]->name();
+        return s;
+    }
+
+    /// Per-sample output shape of the whole chain for a per-sample `input` (`input` itself when empty).
+    /// When layer i rejects its input, throws dtrain::Error "<who>: layer i of the block does not fit:
+    /// <the layer's message>".
+    Shape output_shape(const Shape& input, const std::string& who) const {
+        Shape s = input;
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            try {
+                s = layers_[i]->output_shape(s);
+            } catch (const Error& e) {
+                throw Error(detail::concat(who, ": layer ", i, " of the block does not fit: ", e.what()));
+            }
+        }
+        return s;
+    }
+
+    /// Points every layer at its part of the slices: `params` and `grads` have num_params() values,
+    /// `state` num_state() (a null slice stays null for every layer).
+    void bind(T* params, T* grads, T* state) {
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            const std::size_t p = param_ranges_[i].offset;
+            const std::size_t s = state_ranges_[i].offset;
+            layers_[i]->bind(params == nullptr ? nullptr : params + p, grads == nullptr ? nullptr : grads + p,
+                             state == nullptr ? nullptr : state + s);
+        }
+    }
+
+    /// Initialises the layers in order from `rng` (as if each had been initialised when added).
+    void init_params(Rng& rng) {
+        for (auto& l : layers_)
+            l->init_params(rng);
+    }
+
+    /// Runs the batch `in` through every layer, keeping each layer's output, and returns the last one.
+    /// `in` must stay alive and unchanged until backward(). Throws when the sequence is empty.
+    const Tensor<T>& forward(const Tensor<T>& in, bool training) {
+        DTRAIN_CHECK(!layers_.empty(), owner_, "::forward: no layers");
+        const Tensor<T>* x = &in;
+        for (std::size_t i = 0; i < layers_.size(); ++i) {
+            layers_[i]->forward(*x, outs_[i], training);
+            x = &outs_[i];
+        }
+        return outs_.back();
+    }
+
+    /// Output of layer i in the last forward() (checked; empty before the first).
+    const Tensor<T>& output(std::size_t i) const {
+        DTRAIN_CHECK(i < outs_.size(), owner_, "::output: index ", i, " out of range (", outs_.size(),
+                     " layers)");
+        return outs_[i];
+    }
+
+    /// Back-propagates `grad_out` (dLoss/d(last output)) from the last layer to the first, given the `in`
+    /// of the last forward(): every layer ADDS its parameter gradients into its bound slice, layer 0
+    /// writes dLoss/din into `grad_in` when `need_grad_in`. While layer i runs, its partial reports go to
+    /// `listener.partial` (when set) with i; after it returns, `listener.done` gets i.
+    void backward(const Tensor<T>& in, const Tensor<T>& grad_out, Tensor<T>& grad_in, bool need_grad_in,
+                  const BackwardListener& listener = {}) {
+        const bool partial = listener.partial != nullptr;
+        listener_ = listener;
+        const Tensor<T>* g = &grad_out;
+        for (std::size_t i = layers_.size(); i-- > 0;) {
+            Layer<T>& l = *layers_[i];
+            running_ = i;
+            l.set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
+                                        : GradProgress{});
+            Tensor<T>& gin = i == 0 ? grad_in : grad_ins_[i];
+            l.backward(i == 0 ? in : outs_[i - 1], outs_[i], *g, gin, i > 0 || need_grad_in);
+            if (listener.done != nullptr) listener.done(listener.context, i);
+            g = &gin;
+        }
+    }
+
+    /// Appends every layer's state outside the flat buffers (Layer::save_extra_state()), layer 0 first.
+    void save_extra_state(std::vector<std::uint64_t>& out) const {
+        for (const auto& l : layers_)
+            l->save_extra_state(out);
+    }
+
+    /// Restores what save_extra_state() appended, layer 0 first, advancing `in` past it.
+    void load_extra_state(Span<const std::uint64_t>& in) {
+        for (auto& l : layers_)
+            l->load_extra_state(in);
+    }
+
+private:
+    // GradProgress::fn of the layers: a report of the running layer, passed on with its index.
+    static void report(void* self, std::size_t begin, std::size_t end) {
+        auto* s = static_cast<Sequential*>(self);
+        s->listener_.partial(s->listener_.context, s->running_, begin, end);
+    }
+
+    const char* owner_;
+    std::vector<std::unique_ptr<Layer<T>>> layers_;
+    std::vector<Range> param_ranges_;  // layer i's range in the parameter (and gradient) slice
+    std::vector<Range> state_ranges_;  // layer i's range in the state slice
+    std::size_t num_params_ = 0;
+    std::size_t num_state_ = 0;
+    std::vector<Tensor<T>> outs_;      // outs_[i] = output of layer i in the last forward()
+    std::vector<Tensor<T>> grad_ins_;  // grad_ins_[i] = dLoss/d(input of layer i), i > 0 (0: the caller's)
+    BackwardListener listener_;        // the running backward()'s listener (for report())
+    std::size_t running_ = 0;          // the layer whose backward() is running
+};
+
+}  // namespace dtrain
