@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
-#include <dtrain/nn/model.hpp>
+#include <dtrain/nn/layer.hpp>
 
 namespace dtrain::detail {
 
