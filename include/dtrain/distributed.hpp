@@ -12,6 +12,7 @@
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/distributed/evaluate.hpp>
 #include <dtrain/distributed/lr_scaling.hpp>
+#include <dtrain/distributed/model_file.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/policy_name.hpp>
 #include <dtrain/distributed/progress_thread.hpp>

@@ -8,6 +8,7 @@
 #include <dtrain/comm/collective.hpp>
 #include <dtrain/distributed/async.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
+#include <dtrain/optim/schedule.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 
@@ -117,7 +118,10 @@ TEST_CASE("Async: staleness 0 and averaged rounds reproduce synchronous averagin
     }
 }
 
-TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the workers", "[dist][async]") {
+// Runs the same 7-step program under Async with staleness 0 and under Collective on the workers, with SGD
+// built by `make`; rank 0 gets the Async result and compares it with the first worker's Collective result.
+template <class Make>
+void compare_with_collective(Make make) {
     const dtrain::test::Iris iris = dtrain::test::load_iris();
     const auto perm = dtrain::test::permutation(iris.y.size(), 8);
     dtrain::AsyncOptions options;
@@ -134,17 +138,20 @@ TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the w
         };
     };
     dtrain::Model<float> model = dtrain::test::make_mlp(seed);
-    dtrain::DistOptimizer<dtrain::Async, dtrain::SGD<float>> async(model, make_sgd(), options);
+    dtrain::DistOptimizer<dtrain::Async, dtrain::SGD<float>> async(model, make(), options);
     async.run(loop(async, model));
+    // Schedules count worker steps on every rank: the workers' own counts, and the masters' last step.
+    CHECK(async.optimizer().steps() == steps);
 
     // The same program under the synchronous policy, on the workers' communicator.
     std::vector<float> sync_params;
     if (async.is_worker()) {
         dtrain::Model<float> m2 = dtrain::test::make_mlp(seed);
-        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> sync(
-            m2, make_sgd(), dtrain::SyncOptions{}, async.worker_comm());
+        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> sync(m2, make(), dtrain::SyncOptions{},
+                                                                           async.worker_comm());
         sync.run(loop(sync, m2));
         sync_params.assign(m2.parameters().begin(), m2.parameters().end());
+        CHECK(async.optimizer().learning_rate() == sync.optimizer().learning_rate());
     }
     const int first_worker = options.masters;
     if (world_rank() == first_worker)
@@ -158,4 +165,17 @@ TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the w
     }
     INFO("max relative difference to Collective " << diff);
     CHECK(all_ranks(diff <= 1e-5));
+}
+
+TEST_CASE("Async with staleness 0 matches DistOptimizer<Collective> run by the workers", "[dist][async]") {
+    compare_with_collective(make_sgd);
+}
+
+TEST_CASE("Async: learning-rate schedules advance once per worker step, as under Collective",
+          "[dist][async]") {
+    compare_with_collective([] {
+        dtrain::SGD<float> sgd = make_sgd();
+        sgd.set_schedule(dtrain::Schedule::step_decay(2, 0.5));  // halves every 2 steps: 7 steps see 4 rates
+        return sgd;
+    });
 }

@@ -223,7 +223,8 @@ TEST_CASE("Async: run() can be called again and continues from the masters' para
         loop();
     });
     CHECK(all_ranks(started_from_first));
-    if (opt.is_master()) CHECK(opt.optimizer().steps() == 2 * 4 * std::uint64_t(opt.num_workers()));
+    // One schedule step per worker step (not per gradient): 2 runs of 4 steps, whatever the worker count.
+    if (opt.is_master()) CHECK(opt.optimizer().steps() == 2 * 4);
 }
 
 TEST_CASE("Async: an exception in one worker's loop ends run() on every rank without a hang",

@@ -53,12 +53,8 @@ Model<float> make_model(std::uint64_t seed) {
     return m;
 }
 
-/// A path under the temporary directory, the same on every rank (rank 0's process id).
 std::string temp_path(const std::string& tag) {
-    long pid = long(::getpid());
-    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    return (std::filesystem::temp_directory_path() / ("dtrain_ckpt_" + std::to_string(pid) + "_" + tag))
-        .string();
+    return dtrain::test::shared_temp_path("dtrain_ckpt", tag);
 }
 
 /// Parameters, model state and optimizer state of a finished run.

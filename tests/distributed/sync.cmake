@@ -10,3 +10,11 @@ dtrain_add_test(distributed_one_loop_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/one_
 target_compile_definitions(distributed_one_loop_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 dtrain_add_test(distributed_policy_name_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/policy_name_test.cpp)
 dtrain_add_test(distributed_nonfinite_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/nonfinite_test.cpp RANKS 1 2 3)
+# A model and an optimizer of different element types fail to compile with a sentence (static_assert).
+add_executable(distributed_value_type_mismatch EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/value_type_mismatch.cpp)
+target_link_libraries(distributed_value_type_mismatch PRIVATE dtrain::dtrain)
+add_test(NAME distributed_value_type_mismatch.compile
+         COMMAND ${CMAKE_COMMAND} --build ${PROJECT_BINARY_DIR} --target distributed_value_type_mismatch)
+set_tests_properties(distributed_value_type_mismatch.compile PROPERTIES
+                     PASS_REGULAR_EXPRESSION "the optimizer's value_type must be the model's element type"
+                     TIMEOUT 300 LABELS "compile")

@@ -2,8 +2,12 @@
 
 #include <cmath>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -42,6 +46,16 @@ double max_rel_diff(const A& a, const B& b) {
         m = std::max(m, d);
     }
     return m;
+}
+
+/// A path under the temporary directory, the same on every rank of `comm` (it holds rank 0's process id):
+/// "<dir>/<prefix>_<pid>_<tag>". Collective.
+inline std::string shared_temp_path(const std::string& prefix, const std::string& tag,
+                                    MPI_Comm comm = MPI_COMM_WORLD) {
+    long pid = long(::getpid());
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, comm);
+    return (std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(pid) + "_" + tag))
+        .string();
 }
 
 }  // namespace dtrain::test

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,12 @@ namespace dtrain {
 /// seed gives the same initial model under every policy; each master takes its slice of root's optimizer
 /// state (when root's holds state for the whole model) and its step count. Gradient accumulation works as
 /// in the synchronous policies (step() sends the mean of the k accumulated gradients).
+///
+/// Learning-rate schedules advance once per WORKER step, which is once per global round of W gradients,
+/// as in a synchronous run over the same global batch: the gradient a worker sends at its n-th step (its
+/// optimizer's steps()) is applied with the rate and the bias correction of step n. Each worker's
+/// optimizer counts its own steps, so its optimizer().learning_rate() is the rate its next gradient gets;
+/// a master's optimizer().steps() counts the worker steps up to the last gradient it applied.
 ///
 /// Errors: fewer than M + 1 ranks, M < 1, or ranks that differ in model, optimizer or options throw
 /// dtrain::Error on every rank from the constructor. An exception from one worker's loop does not hang the
@@ -127,6 +134,16 @@ public:
         });
     }
 
+    /// Rejects, with a sentence instead of "no matching function", a model of another element type than
+    /// the optimizer's.
+    template <class U, class... Rest, class = std::enable_if_t<!std::is_same_v<U, T>>>
+    DistOptimizer(Model<U>&, Opt, Rest&&...) {
+        static_assert(std::is_same_v<U, T>,
+                      "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
+                      "(e.g. Adam<float> "
+                      "with Model<float>, not Adam<double>)");
+    }
+
     DistOptimizer(const DistOptimizer&) = delete;
     DistOptimizer& operator=(const DistOptimizer&) = delete;
 
@@ -160,7 +177,7 @@ public:
                      options_.accumulation_steps, " model.backward() calls");
         passes_ = 0;
         OperationScope op("DistOptimizer<Async>::step", comm_.get(), step_, options_.stall_timeout);
-        const detail::AsyncGradHeader h{step_, samples_, loss_};
+        const detail::AsyncGradHeader h{step_, samples_, loss_, opt_.steps()};
         using Outcome = typename detail::AsyncWorker<T>::Outcome;
         const Outcome o = worker_->step(model_->gradients(), model_->parameters(),
                                         T(1) / T(options_.accumulation_steps), h, stats_.wait_seconds);
@@ -178,6 +195,7 @@ public:
             }
             nonfinite();
         }
+        opt_.set_steps(opt_.steps() + 1);  // the masters applied it with the rate of this step
         ++step_;
         ++stats_.gradients;
         loss_ = std::numeric_limits<double>::quiet_NaN();

@@ -1,13 +1,12 @@
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -15,8 +14,8 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
-#include <dtrain/data/detail/file_io.hpp>
 #include <dtrain/distributed/detail/checkpoint_format.hpp>
 #include <dtrain/distributed/detail/replica_check.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
@@ -37,6 +36,13 @@ struct TrainingPosition {
     /// The program's running sums of the epoch so far (e.g. loss and correct predictions), so that an epoch
     /// resumed mid-way reports the same metrics as the uninterrupted one.
     std::vector<double> sums;
+
+    /// The start of training.
+    TrainingPosition() = default;
+    /// Epoch `e`, `b` batches into it, `s` steps in all, with the program's running sums (brace
+    /// initialisation `{e, b, s}` without sums stays warning-free under -Wextra).
+    TrainingPosition(std::uint64_t e, std::uint64_t b, std::uint64_t s, std::vector<double> sums_so_far = {})
+        : epoch(e), batch(b), step(s), sums(std::move(sums_so_far)) {}
 };
 
 namespace detail {
@@ -61,6 +67,7 @@ inline std::string optimizer_kind(const std::string& description) {
 /// between resuming and starting afresh, even when only root's file system holds the checkpoint (which is
 /// all load_checkpoint() needs).
 inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
+    OperationScope op("checkpoint_exists", comm);
     int exists = 0;
     if (comm_rank(comm) == root) exists = std::ifstream(path, std::ios::binary).good() ? 1 : 0;
     DTRAIN_MPI_CHECK(MPI_Bcast(&exists, 1, MPI_INT, root, comm));
@@ -84,6 +91,7 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
                   "dtrain::save_checkpoint: the optimizer's value_type must be the model's");
     const int size = comm_size(comm), rank = comm_rank(comm);
     detail::check_root("save_checkpoint", root, size);
+    OperationScope op("save_checkpoint", comm);
     Opt& o = const_cast<Opt&>(opt);  // state() has no const overload in the concept
     const Span<const T> params = model.parameters(), state = model.state();
     const Span<T> ostate = o.state();
@@ -125,20 +133,7 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
         out.values(state.data(), state.size());
         out.values(ostate.data(), ostate.size());
         out.values(extra.data(), extra.size());
-        out.u64(detail::fnv1a(out.data().data(), out.data().size()));
-
-        const std::string tmp = path + ".tmp";
-        {
-            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-            if (f) f.write(out.data().data(), std::streamsize(out.data().size()));
-            if (f) f.flush();
-            if (!f)
-                error = detail::concat("save_checkpoint: cannot write '", tmp, "': ", std::strerror(errno));
-        }
-        if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-            error = detail::concat("save_checkpoint: cannot rename '", tmp, "' to '", path,
-                                   "': ", std::strerror(errno));
-        if (!error.empty()) std::remove(tmp.c_str());
+        error = out.write_atomically(path, "save_checkpoint");
     }
     detail::throw_if_failed_anywhere(error, root, comm);
 }
@@ -157,56 +152,14 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     static_assert(is_optimizer_v<Opt>, "dtrain::load_checkpoint: Opt must model the Optimizer concept");
     static_assert(std::is_same_v<typename Opt::value_type, T>,
                   "dtrain::load_checkpoint: the optimizer's value_type must be the model's");
-    const int size = comm_size(comm), rank = comm_rank(comm);
-    detail::check_root("load_checkpoint", root, size);
-    std::vector<unsigned char> bytes;
-    std::string error;
-    if (rank == root) {
-        try {
-            bytes = detail::read_file_bytes(path, "load_checkpoint");
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
-    }
-    detail::throw_if_failed_anywhere(error, root, comm);
-    std::uint64_t n = bytes.size();
-    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
-    bytes.resize(n);
-    for (std::uint64_t off = 0; off < n;) {  // in pieces that fit MPI's int count
-        const int piece = int(std::min<std::uint64_t>(n - off, std::uint64_t(1) << 30));
-        DTRAIN_MPI_CHECK(MPI_Bcast(bytes.data() + off, piece, MPI_BYTE, root, comm));
-        off += std::uint64_t(piece);
-    }
-
+    detail::check_root("load_checkpoint", root, comm_size(comm));
+    OperationScope op("load_checkpoint", comm);
+    const std::vector<unsigned char> bytes = detail::read_on_root(path, "load_checkpoint", root, comm);
     // Every rank validates the same bytes, so every rank throws the same error.
-    const char* data = reinterpret_cast<const char*>(bytes.data());
-    detail::CheckpointReader in(data, bytes.size(), path);
-    char magic[sizeof detail::checkpoint_magic];
-    in.bytes(magic, sizeof magic, "the file signature");
-    DTRAIN_CHECK(std::memcmp(magic, detail::checkpoint_magic, sizeof magic) == 0, "load_checkpoint: '", path,
-                 "' is not a dtrain checkpoint");
-    const std::uint64_t version = in.u64("the format version");
-    DTRAIN_CHECK(version == detail::checkpoint_version, "load_checkpoint: '", path, "' has format version ",
-                 version, ", this dtrain reads version ", detail::checkpoint_version);
-    DTRAIN_CHECK(in.left() >= sizeof(std::uint64_t), "load_checkpoint: '", path, "' is truncated (",
-                 bytes.size(), " bytes)");
-    std::uint64_t stored_sum = 0;
-    std::memcpy(&stored_sum, data + bytes.size() - sizeof stored_sum, sizeof stored_sum);
-    DTRAIN_CHECK(detail::fnv1a(data, bytes.size() - sizeof stored_sum) == stored_sum, "load_checkpoint: '",
-                 path, "' is corrupted or truncated (checksum mismatch)");
-    detail::CheckpointReader body(data, bytes.size() - sizeof stored_sum, path);
-    body.bytes(magic, sizeof magic, "the file signature");
-    body.u64("the format version");
-
-    const std::uint64_t value_bytes = body.u64("the value size");
-    DTRAIN_CHECK(value_bytes == sizeof(T), "load_checkpoint: '", path, "' holds ", value_bytes,
-                 "-byte values, this model has ", sizeof(T), "-byte values");
-    detail::ReplicaFacts facts;
-    detail::describe_model(model, facts);
-    const detail::ReplicaFacts stored = detail::unpack_facts(body.text("the model's layers"));
-    DTRAIN_CHECK(detail::first_difference(stored, facts) == std::string::npos, "load_checkpoint: '", path,
-                 "' was written for another model: ",
-                 detail::describe_difference(stored, "in the file", facts, "in this model").second);
+    detail::CheckpointReader body =
+        detail::open_fields(bytes, detail::checkpoint_magic, detail::checkpoint_version, "dtrain checkpoint",
+                            path, "load_checkpoint");
+    detail::check_stored_model(body, model, path, "load_checkpoint", "was written for another model");
     const std::string described = body.text("the optimizer's description"),
                       mine = detail::optimizer_description(opt);
     DTRAIN_CHECK(described.empty() || mine.empty() ||

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,16 @@ public:
                 throw;
             }
         }
+    }
+
+    /// Rejects, with a sentence instead of "no matching function", a model of another element type than
+    /// the optimizer's.
+    template <class U, class... Rest, class = std::enable_if_t<!std::is_same_v<U, value_type>>>
+    DistOptimizer(Model<U>&, Opt, Rest&&...) {
+        static_assert(std::is_same_v<U, value_type>,
+                      "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
+                      "(e.g. Adam<float> "
+                      "with Model<float>, not Adam<double>)");
     }
 
     DistOptimizer(const DistOptimizer&) = delete;

@@ -90,6 +90,7 @@ public:
                                            state_.worker(worker).clock - state_.slowest(), delay,
                                            async_now() - start});
                 if (!state_.averaging()) {
+                    opt.set_steps(h.schedule_step);  // the rate and bias correction of the worker's step
                     apply(shard, opt, stats, recv_[i].data() + header_elems<T>);
                     post_gradient_receive(i);
                 }
@@ -155,9 +156,13 @@ private:
         if (!state_.round_ready()) return;
         T* acc = nullptr;
         std::size_t count = 0;
+        std::uint64_t schedule_step = 0;
         for (std::size_t v = 0; v < state_.workers(); ++v) {
             if (!state_.worker(v).waiting) continue;
             T* g = recv_[std::size_t(state_.worker(v).held_slot)].data() + header_elems<T>;
+            AsyncGradHeader h;
+            std::memcpy(&h, recv_[std::size_t(state_.worker(v).held_slot)].data(), sizeof h);
+            schedule_step = std::max(schedule_step, h.schedule_step);
             ++count;
             if (acc == nullptr)
                 acc = g;
@@ -168,6 +173,7 @@ private:
         if (count > 1)
             for (std::size_t j = 0; j < len_; ++j)
                 acc[j] *= T(1) / T(count);
+        opt.set_steps(schedule_step);
         apply(shard, opt, stats, acc);
         for (std::size_t v = 0; v < state_.workers(); ++v) {
             if (!state_.worker(v).waiting) continue;

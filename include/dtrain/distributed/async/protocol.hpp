@@ -59,6 +59,9 @@ struct AsyncGradHeader {
     std::uint64_t samples;
     /// Loss the worker reported for it.
     double loss;
+    /// The worker's optimizer step count when it sent it: the schedule step (learning rate, Adam's bias
+    /// correction) the masters apply it with.
+    std::uint64_t schedule_step;
 };
 
 /// Message tags of the parameter-server protocol, on a communicator private to one DistOptimizer: a worker

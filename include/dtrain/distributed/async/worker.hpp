@@ -14,7 +14,7 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/async/protocol.hpp>
 #include <dtrain/distributed/detail/nonfinite.hpp>
-#include <dtrain/nn/model.hpp>
+#include <dtrain/nn/layer.hpp>
 
 namespace dtrain::detail {
 

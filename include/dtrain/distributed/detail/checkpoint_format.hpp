@@ -1,18 +1,31 @@
 #pragma once
 
 /// @file
-/// The bytes of a dtrain checkpoint: a writer that appends fields and a reader that checks every field
-/// against what is left before it allocates, so a truncated, corrupted or crafted file is a dtrain::Error
-/// naming the file and the field, never a crash or an unbounded allocation.
+/// The bytes of dtrain's files (checkpoints and model files): a writer that appends fields and a checksum and
+/// writes the file atomically, and a reader, fed by the root rank's read of the file on every rank, that
+/// checks the signature, version and checksum and every field against what is left before it allocates, so
+/// a truncated, corrupted or crafted file is a dtrain::Error naming the file and the field on every rank,
+/// never a crash, an unbounded allocation or a hang.
 
+#include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <mpi.h>
+
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/hash.hpp>
+#include <dtrain/core/mpi.hpp>
+#include <dtrain/data/detail/file_io.hpp>
+#include <dtrain/distributed/detail/replica_check.hpp>
 
 namespace dtrain::detail {
 
@@ -46,6 +59,24 @@ public:
     /// The bytes so far.
     std::vector<char>& data() noexcept { return out_; }
 
+    /// Appends the checksum and writes the bytes to `path` + ".tmp", then renames it over `path`, so an
+    /// interrupted write never destroys the previous file. Returns "" or the error, naming `who` and the file.
+    std::string write_atomically(const std::string& path, const char* who) {
+        u64(fnv1a(out_.data(), out_.size()));
+        const std::string tmp = path + ".tmp";
+        std::string error;
+        {
+            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+            if (f) f.write(out_.data(), std::streamsize(out_.size()));
+            if (f) f.flush();
+            if (!f) error = concat(who, ": cannot write '", tmp, "': ", std::strerror(errno));
+        }
+        if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+            error = concat(who, ": cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
+        if (!error.empty()) std::remove(tmp.c_str());
+        return error;
+    }
+
 private:
     std::vector<char> out_;
 };
@@ -54,13 +85,14 @@ private:
 /// checked against the bytes left before anything is allocated for it.
 class CheckpointReader {
 public:
-    /// A reader of `size` bytes at `data` from the file `path` (for messages).
-    CheckpointReader(const char* data, std::size_t size, std::string path)
-        : data_(data), size_(size), path_(std::move(path)) {}
+    /// A reader of `size` bytes at `data` from the file `path`; messages start with `who`.
+    CheckpointReader(const char* data, std::size_t size, std::string path,
+                     const char* who = "load_checkpoint")
+        : data_(data), size_(size), path_(std::move(path)), who_(who) {}
 
     /// Copies the next `n` bytes to `p`; throws naming the file and `what` if fewer are left.
     void bytes(void* p, std::size_t n, const char* what) {
-        DTRAIN_CHECK(n <= size_ - pos_, "load_checkpoint: '", path_, "' is truncated (", size_,
+        DTRAIN_CHECK(n <= size_ - pos_, who_, ": '", path_, "' is truncated (", size_,
                      " bytes) while reading ", what);
         if (n > 0) std::memcpy(p, data_ + pos_, n);
         pos_ += n;
@@ -100,7 +132,74 @@ private:
     const char* data_;
     std::size_t size_;
     std::string path_;
+    const char* who_;
     std::size_t pos_ = 0;
 };
+
+/// Every rank of `comm` gets the bytes of the file `path` as rank `root` reads it (only root needs to see
+/// the file). Throws dtrain::Error naming `who` and the file on every rank when root cannot read it.
+/// Collective.
+inline std::vector<unsigned char> read_on_root(const std::string& path, const char* who, int root,
+                                               MPI_Comm comm) {
+    std::vector<unsigned char> bytes;
+    std::string error;
+    if (comm_rank(comm) == root) {
+        try {
+            bytes = read_file_bytes(path, who);
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    }
+    throw_if_failed_anywhere(error, root, comm);
+    std::uint64_t n = bytes.size();
+    DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+    bytes.resize(n);
+    for (std::uint64_t off = 0; off < n;) {  // in pieces that fit MPI's int count
+        const int piece = int(std::min<std::uint64_t>(n - off, std::uint64_t(1) << 30));
+        DTRAIN_MPI_CHECK(MPI_Bcast(bytes.data() + off, piece, MPI_BYTE, root, comm));
+        off += std::uint64_t(piece);
+    }
+    return bytes;
+}
+
+/// Checks that `bytes` (of the file `path`) start with `magic` and `version` and end with a valid checksum;
+/// returns a reader of the fields between them. Throws dtrain::Error naming `who`, the file and the problem
+/// ("is not a <kind>", another format version, truncated, checksum mismatch).
+inline CheckpointReader open_fields(const std::vector<unsigned char>& bytes, const char (&magic)[8],
+                                    std::uint64_t version, const char* kind, const std::string& path,
+                                    const char* who) {
+    const char* data = reinterpret_cast<const char*>(bytes.data());
+    CheckpointReader in(data, bytes.size(), path, who);
+    char seen[8];
+    in.bytes(seen, sizeof seen, "the file signature");
+    DTRAIN_CHECK(std::memcmp(seen, magic, sizeof seen) == 0, who, ": '", path, "' is not a ", kind);
+    const std::uint64_t v = in.u64("the format version");
+    DTRAIN_CHECK(v == version, who, ": '", path, "' has format version ", v, ", this dtrain reads version ",
+                 version);
+    DTRAIN_CHECK(in.left() >= sizeof(std::uint64_t), who, ": '", path, "' is truncated (", bytes.size(),
+                 " bytes)");
+    std::uint64_t stored = 0;
+    std::memcpy(&stored, data + bytes.size() - sizeof stored, sizeof stored);
+    DTRAIN_CHECK(fnv1a(data, bytes.size() - sizeof stored) == stored, who, ": '", path,
+                 "' is corrupted or truncated (checksum mismatch)");
+    CheckpointReader fields(data + 16, bytes.size() - 16 - sizeof stored, path, who);
+    return fields;
+}
+
+/// Reads the value size and the layer layout a file stores and checks them against `model`; throws
+/// dtrain::Error naming `who`, the file and the first differing layer (`stored_for` says what the file
+/// holds, e.g. "holds another model").
+template <class T>
+void check_stored_model(CheckpointReader& in, const Model<T>& model, const std::string& path, const char* who,
+                        const char* stored_for) {
+    const std::uint64_t value_bytes = in.u64("the value size");
+    DTRAIN_CHECK(value_bytes == sizeof(T), who, ": '", path, "' holds ", value_bytes,
+                 "-byte values, this model has ", sizeof(T), "-byte values");
+    ReplicaFacts facts;
+    describe_model(model, facts);
+    const ReplicaFacts stored = unpack_facts(in.text("the model's layers"));
+    DTRAIN_CHECK(first_difference(stored, facts) == std::string::npos, who, ": '", path, "' ", stored_for,
+                 ": ", describe_difference(stored, "in the file", facts, "in this model").second);
+}
 
 }  // namespace dtrain::detail
