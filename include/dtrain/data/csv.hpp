@@ -14,6 +14,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/file_io.hpp>
 
 namespace dtrain {
@@ -159,7 +160,8 @@ inline bool looks_like_sklearn(const std::vector<CsvRow>& rows) {
 ///
 /// Throws dtrain::Error naming the file, and the line and column where it applies, for: an empty file, a
 /// header without data rows, ragged rows, a non-numeric or non-finite feature, an empty field, an unknown
-/// label column or class, and an sklearn header that disagrees with the data.
+/// label column or class, and an sklearn header that disagrees with the data or declares more features than
+/// the file has bytes for.
 inline Dataset parse_csv(const std::string& text, const std::string& path, const CsvOptions& opt = {}) {
     const char* who = "dtrain::read_csv";
     auto rows = detail::split_csv(text, opt.delimiter, path, who);
@@ -178,9 +180,15 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
                      path, "' line ", rows.front().line,
                      ": not an sklearn header (expected <n_samples>,<n_features>,<class names...>)");
         sk_samples = std::stoul(h[0]);
-        ncols = std::stoul(h[1]) + 1;
-        DTRAIN_CHECK(ncols >= 2, who, ": '", path, "' line ", rows.front().line,
+        const std::size_t features = std::stoul(h[1]);
+        DTRAIN_CHECK(features > 0, who, ": '", path, "' line ", rows.front().line,
                      ": the sklearn header declares 0 features");
+        // Every feature of a row takes at least two bytes (a value and a delimiter): a bound on what the
+        // header can declare before anything is sized by it.
+        DTRAIN_CHECK(features <= text.size() / 2, who, ": '", path, "' line ", rows.front().line,
+                     ": the sklearn header declares ", features, " features, but the whole file has only ",
+                     text.size(), " bytes, too few for one row of them");
+        ncols = features + 1;
         sk_classes.assign(h.begin() + 2, h.end());
         for (std::size_t c = 0; c < ncols; ++c)
             names.push_back("column " + std::to_string(c + 1));
@@ -239,8 +247,10 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
         DTRAIN_CHECK(n == sk_samples, who, ": '", path, "' header (line ", rows.front().line, ") declares ",
                      sk_samples, " samples but the file has ", n, " data rows");
 
+    const Shape shape{n, feat_cols.size()};
+    detail::checked_shape_size(shape, who, ": '", path, "'");
     Dataset d;
-    d.features = Tensor<float>::from_shape({n, feat_cols.size()});
+    d.features = Tensor<float>::from_shape(shape);
     d.labels = Labels::from_shape({n});
     float* x = d.features.data();
     for (std::size_t r = 0; r < n; ++r) {
