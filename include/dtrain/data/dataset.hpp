@@ -33,6 +33,9 @@ struct Dataset {
     std::vector<std::string> class_names;
     /// Where the data came from (file or directory), used in messages.
     std::string source;
+    /// What the reader found suspicious but not wrong, one sentence each naming the file and line (read_csv:
+    /// a class label that occurs once among many, most likely a typo). Print them, on rank 0 only.
+    std::vector<std::string> warnings;
 
     /// Number of samples N.
     std::size_t size() const { return labels.size(); }
@@ -134,6 +137,7 @@ inline Dataset subset(const Dataset& d, const std::vector<std::size_t>& indices)
     }
     out.class_names = d.class_names;
     out.source = d.source;
+    out.warnings = d.warnings;
     return out;
 }
 
