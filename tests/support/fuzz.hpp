@@ -127,6 +127,153 @@ public:
     }
 };
 
+/// The bytes of a file.
+using Bytes = std::vector<unsigned char>;
+
+/// Writes `bytes` to `path` as a new file (removing the old one first: ext4 flushes a file truncated and
+/// rewritten in place when it is closed, which made thousands of cases take seconds); throws
+/// std::runtime_error when it cannot.
+inline void write_file(const std::string& path, const Bytes& bytes) {
+    std::remove(path.c_str());
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    if ((f == nullptr || std::fclose(f) != 0) || !ok) throw std::runtime_error("cannot write " + path);
+}
+
+/// Positions 0..size-1 when size <= `dense`, else about `dense` of them: the first and last 64 (headers and
+/// trailers) and a sample of the rest drawn from `seed` (sorted, without repeats). Deterministic.
+inline std::vector<std::size_t> positions(std::size_t size, std::size_t dense, std::uint64_t seed) {
+    std::vector<std::size_t> out;
+    if (size <= dense) {
+        for (std::size_t i = 0; i < size; ++i)
+            out.push_back(i);
+        return out;
+    }
+    for (std::size_t i = 0; i < 64 && i < size; ++i)
+        out.push_back(i), out.push_back(size - 1 - i);
+    std::uint64_t x = seed;
+    while (out.size() < dense) {  // splitmix64
+        x += 0x9e3779b97f4a7c15ULL;
+        std::uint64_t z = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        out.push_back(static_cast<std::size_t>((z ^ (z >> 31)) % size));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+/// Calls fn(bytes, what) with `seed` cut to each length in `lengths` that is shorter than it.
+template <class F>
+void for_each_truncation(const Bytes& seed, const std::vector<std::size_t>& lengths, F&& fn) {
+    for (auto n : lengths)
+        if (n < seed.size())
+            fn(Bytes(seed.begin(), seed.begin() + static_cast<std::ptrdiff_t>(n)),
+               "cut to " + std::to_string(n) + " of " + std::to_string(seed.size()) + " bytes");
+}
+
+/// Calls fn(bytes, what) with the byte of `seed` at each of `at` XORed with each mask (low bit, high bit,
+/// all bits by default).
+template <class F>
+void for_each_flip(const Bytes& seed, const std::vector<std::size_t>& at, F&& fn,
+                   const std::vector<unsigned char>& masks = {0x01, 0x80, 0xFF}) {
+    for (auto i : at)
+        for (auto m : masks) {
+            if (i >= seed.size()) continue;
+            Bytes b = seed;
+            b[i] ^= m;
+            char what[64];
+            std::snprintf(what, sizeof what, "byte %zu xor 0x%02X", i, static_cast<unsigned>(m));
+            fn(std::move(b), std::string(what));
+        }
+}
+
+/// Calls fn(bytes, what) with `seed` followed by each of: a zero byte, a newline, "junk", 512 zero bytes
+/// (block padding), a lone 0x1f, the gzip magic 1f 8b alone, and a second copy of `seed` (for gzip, a second
+/// member).
+template <class F>
+void for_each_append(const Bytes& seed, F&& fn) {
+    const std::vector<std::pair<std::string, Bytes>> tails = {{"a zero byte", {0}},
+                                                              {"a newline", {'\n'}},
+                                                              {"'junk'", {'j', 'u', 'n', 'k'}},
+                                                              {"512 zero bytes", Bytes(512, 0)},
+                                                              {"0x1f", {0x1f}},
+                                                              {"1f 8b", {0x1f, 0x8b}},
+                                                              {"a copy of itself", seed}};
+    for (const auto& [what, tail] : tails) {
+        Bytes b = seed;
+        b.insert(b.end(), tail.begin(), tail.end());
+        fn(std::move(b), "followed by " + what);
+    }
+}
+
+/// `bytes` with the 32-bit field at `offset` set to `value`, big-endian (IDX) or little-endian (gzip).
+inline Bytes with_u32(Bytes bytes, std::size_t offset, std::uint32_t value, bool big_endian) {
+    for (std::size_t i = 0; i < 4 && offset + i < bytes.size(); ++i)
+        bytes[offset + i] = static_cast<unsigned char>(value >> (big_endian ? 24 - 8 * i : 8 * i));
+    return bytes;
+}
+
+/// Values for a 32-bit size field: empty, tiny, just past 16 bits, and at the signed and unsigned limits.
+inline std::vector<std::uint32_t> hostile_u32() {
+    return {0, 1, 2, 255, 65537, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+}
+
+/// Counts of a fuzz run and the first failures, described.
+struct Report {
+    std::size_t cases = 0, loaded = 0, rejected = 0, failed = 0;
+    /// Largest number of bytes live during one case (above what was live before it).
+    std::size_t peak_live = 0;
+    /// The first 20 failures: what was tried and what went wrong.
+    std::vector<std::string> failures;
+
+    /// Records a failure.
+    void fail(const std::string& what) {
+        ++failed;
+        if (failures.size() < 20) failures.push_back(what);
+    }
+    /// "N cases: L loaded, R rejected, F failed; peak P bytes" and the failures, one a line.
+    std::string summary() const {
+        std::string s = std::to_string(cases) + " cases: " + std::to_string(loaded) + " loaded, " +
+                        std::to_string(rejected) + " rejected, " + std::to_string(failed) + " failed; peak " +
+                        std::to_string(peak_live) + " bytes live in one case";
+        for (const auto& f : failures)
+            s += "\n  " + f;
+        return s;
+    }
+};
+
+/// Runs one case: `load()` loads the file and returns "" when what it loaded agrees with what the file
+/// declares, else what disagrees. The case passes when load() returns "" (loaded) or throws dtrain::Error
+/// whose message contains `must_name` (rejected). It fails, recorded in `report` as `what` and why, when the
+/// result disagrees, the message does not name `must_name`, another exception escapes, or `limit` refused
+/// an allocation (even one the loader caught).
+template <class F>
+void run_case(Report& report, AllocationLimit& limit, const std::string& what, const std::string& must_name,
+              F&& load) {
+    ++report.cases;
+    limit.reset();
+    std::string problem;
+    try {
+        problem = load();
+        if (problem.empty()) ++report.loaded;
+        problem = problem.empty() ? "" : "loaded, but " + problem;
+    } catch (const dtrain::Error& e) {
+        ++report.rejected;
+        const std::string m = e.what();
+        if (m.find(must_name) == std::string::npos)
+            problem = "the error does not name " + must_name + ": " + m;
+    } catch (const std::exception& e) {
+        problem = std::string("threw a std::exception that is not dtrain::Error: ") + e.what();
+    } catch (...) {
+        problem = "threw something that is not a std::exception";
+    }
+    const std::string refused = limit.violation();
+    if (!refused.empty()) problem += (problem.empty() ? "" : "; ") + refused;
+    report.peak_live = std::max(report.peak_live, limit.peak_live());
+    if (!problem.empty()) report.fail(what + ": " + problem);
+}
+
 }  // namespace dtrain::test::fuzz
 
 #ifdef DTRAIN_FUZZ_REPLACE_NEW
