@@ -136,7 +136,8 @@ using Bytes = std::vector<unsigned char>;
 inline void write_file(const std::string& path, const Bytes& bytes) {
     std::remove(path.c_str());
     std::FILE* f = std::fopen(path.c_str(), "wb");
-    const bool ok = f != nullptr && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    const bool ok =
+        f != nullptr && (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
     if ((f == nullptr || std::fclose(f) != 0) || !ok) throw std::runtime_error("cannot write " + path);
 }
 
@@ -282,37 +283,97 @@ namespace dtrain::test::fuzz::detail {
 inline const bool replacement_installed = (allocation_state().replaced = true);
 }  // namespace dtrain::test::fuzz::detail
 
-// GCC flags free() on memory from operator new, not knowing this file replaces both.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-    if (!dtrain::test::fuzz::detail::admit(n)) throw std::bad_alloc();
-    void* p = std::malloc(n ? n : 1);
-    if (p == nullptr) throw std::bad_alloc();
-    dtrain::test::fuzz::detail::count(p, +1);
+namespace dtrain::test::fuzz::detail {
+
+/// The one allocation path of every replaced operator new: limit, allocate, count.
+inline void* allocate(std::size_t n, std::size_t align, bool nothrow) {
+    void* p = nullptr;
+    if (admit(n))
+        p = align <= alignof(std::max_align_t)
+                ? std::malloc(n ? n : 1)
+                : std::aligned_alloc(align, (std::max<std::size_t>(n, 1) + align - 1) / align * align);
+    if (p != nullptr)
+        count(p, +1);
+    else if (!nothrow)
+        throw std::bad_alloc();
     return p;
 }
-void* operator new(std::size_t n, std::align_val_t a) {
-    if (!dtrain::test::fuzz::detail::admit(n)) throw std::bad_alloc();
-    const auto align = static_cast<std::size_t>(a);
-    void* p = std::aligned_alloc(align, (std::max<std::size_t>(n, 1) + align - 1) / align * align);
-    if (p == nullptr) throw std::bad_alloc();
-    dtrain::test::fuzz::detail::count(p, +1);
-    return p;
-}
-void operator delete(void* p) noexcept {
+
+/// The one release path of every replaced operator delete.
+inline void release(void* p) noexcept {
     if (p == nullptr) return;
-    dtrain::test::fuzz::detail::count(p, -1);
+    count(p, -1);
     std::free(p);
 }
+
+}  // namespace dtrain::test::fuzz::detail
+
+// Every replaceable form, so that none falls back to the sanitizer's or the library's own (AddressSanitizer
+// reports a block from its operator new that reaches free() here). GCC flags free() on memory from operator
+// new, not knowing this file replaces both.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+using dtrain::test::fuzz::detail::allocate;
+using dtrain::test::fuzz::detail::release;
+void* operator new(std::size_t n) {
+    return allocate(n, 0, false);
+}
+void* operator new[](std::size_t n) {
+    return allocate(n, 0, false);
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    return allocate(n, 0, true);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+    return allocate(n, 0, true);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+    return allocate(n, static_cast<std::size_t>(a), false);
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+    return allocate(n, static_cast<std::size_t>(a), false);
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+    return allocate(n, static_cast<std::size_t>(a), true);
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+    return allocate(n, static_cast<std::size_t>(a), true);
+}
+void operator delete(void* p) noexcept {
+    release(p);
+}
+void operator delete[](void* p) noexcept {
+    release(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    release(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+    release(p);
+}
 void operator delete(void* p, std::size_t) noexcept {
-    ::operator delete(p);
+    release(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+    release(p);
 }
 void operator delete(void* p, std::align_val_t) noexcept {
-    ::operator delete(p);
+    release(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+    release(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    release(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+    release(p);
 }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-    ::operator delete(p);
+    release(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+    release(p);
 }
 #pragma GCC diagnostic pop
 #endif

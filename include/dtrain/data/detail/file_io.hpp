@@ -32,8 +32,10 @@ struct InflateEnder {
     }
 };
 
-/// The largest ratio of uncompressed to compressed size that deflate reaches (about 1032:1).
-inline constexpr std::size_t deflate_max_ratio = 1032;
+/// At most this many times the compressed size is allocated on the word of a gzip trailer (ISIZE) before any
+/// data is decompressed: a damaged or hostile trailer can declare up to 4 GiB. Beyond it the output grows
+/// with the data actually decompressed.
+inline constexpr std::size_t gzip_trusted_ratio = 8;
 
 /// Reads the whole of `path` into memory as it is. Throws dtrain::Error naming `who` and the file when it
 /// cannot be opened, is a directory, or cannot be read.
@@ -61,8 +63,9 @@ inline bool gzip_magic_at(const std::vector<unsigned char>& bytes, std::size_t p
 /// Decompresses the gzip file `gz` (read whole) member after member: concatenated members are one stream,
 /// as gunzip reads them. Throws dtrain::Error naming `who` and the file when a member is truncated or
 /// corrupt (zlib checks each member's CRC-32 and length), or when bytes that do not start another member
-/// follow the last one (gzread would ignore them silently). The output grows with the data actually
-/// decompressed, starting from the last member's declared size capped by deflate's largest ratio.
+/// follow the last one (gzread would ignore them silently). The output starts at the last member's declared
+/// size, at most gzip_trusted_ratio times the file's size, and doubles as the data actually decompressed
+/// needs, so what is allocated is bounded by the file and its real content.
 inline std::vector<unsigned char> gunzip_bytes(const std::vector<unsigned char>& gz, const std::string& path,
                                                const char* who) {
     z_stream zs{};
@@ -72,7 +75,7 @@ inline std::vector<unsigned char> gunzip_bytes(const std::vector<unsigned char>&
     std::size_t declared = 0;  // ISIZE, the last member's uncompressed size mod 2^32 (little-endian)
     for (std::size_t i = 0; i < 4 && gz.size() >= 4; ++i)
         declared |= std::size_t(gz[gz.size() - 4 + i]) << (8 * i);
-    std::vector<unsigned char> out(std::min(declared, gz.size() * deflate_max_ratio) + 1);
+    std::vector<unsigned char> out(std::min(declared, gz.size() * gzip_trusted_ratio) + 1);
     const std::size_t chunk = std::size_t(1) << 30;  // zlib counts in 32 bits
     std::size_t in = 0, used = 0;
     for (;;) {
