@@ -93,6 +93,21 @@ TEST_CASE("A CSV header cannot declare more columns than the file has bytes", "[
     CHECK(limit.violation() == "");
 }
 
+TEST_CASE("A damaged gzip trailer cannot make a reader allocate far more than the file", "[data][bounds]") {
+    TempDir dir("bounds_gzip");
+    const auto path = dir.file("img.gz");
+    dtrain::Rng rng(4);
+    auto gz =
+        dtrain::test::gzip_bytes(idx_bytes({2, 256, 256}, dtrain::test::random_bytes(2 * 256 * 256, rng)));
+    for (std::size_t i = 1; i <= 4; ++i)
+        gz[gz.size() - i] = 0xFF;  // ISIZE (the declared size, little-endian): 4 GiB - 1
+    write_bytes(path, gz);
+    AllocationLimit limit;
+    CHECK_THROWS_WITH(dtrain::read_idx_images(path), Contains(path) && Contains("corrupt gzip data"));
+    CHECK(limit.violation() == "");
+    CHECK(limit.peak_live() < std::size_t(16) << 20);  // the file is 128 KiB
+}
+
 TEST_CASE("train_test_split sizes its per-class lists by the labels present", "[data][bounds][dataset]") {
     AllocationLimit limit;
     const auto d = table(20, {0, 999999999});
