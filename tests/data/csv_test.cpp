@@ -99,6 +99,81 @@ TEST_CASE("CSV class_names option pins the mapping across splits", "[data][csv]"
     CHECK(contains(msg, "yak"));
 }
 
+TEST_CASE("A label column mixing integers with other values is an error naming the value", "[data][csv]") {
+    TempDir dir("csv_mixed");
+    const auto path = dir.file("mixed.csv");
+    // One -1 among integer class ids: read as strings it would shift every id ("-1" < "0" < "1").
+    write_text(path, "x,y\n1,0\n2,1\n3,-1\n4,1\n5,0\n");
+    auto msg = error_of([&] { dtrain::read_csv(path); });
+    CHECK(contains(msg, path +
+                            "' line 4, column 2 ('y'): label '-1' is not a non-negative integer, but 4 other "
+                            "labels of this column are (e.g. '0' on line 2)"));
+    CHECK(contains(msg, "CsvOptions::class_names"));
+    // One integer among names.
+    write_text(path, "x,y\n1,cat\n2,dog\n3,7\n");
+    msg = error_of([&] { dtrain::read_csv(path); });
+    CHECK(contains(msg,
+                   "line 4, column 2 ('y'): label '7' is a non-negative integer, but 2 other labels of this "
+                   "column are not (e.g. 'cat' on line 2)"));
+    // The explicit mapping reads both.
+    CsvOptions o;
+    o.class_names = {"-1", "0", "1"};
+    write_text(path, "x,y\n1,0\n2,1\n3,-1\n4,1\n5,0\n");
+    auto d = dtrain::read_csv(path, o);
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{1, 2, 0, 2, 1});
+    CHECK(d.warnings.empty());
+    o.class_names = {"a", "b", "a"};
+    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }), "CsvOptions::class_names lists 'a' twice"));
+    // Clean columns keep their meaning: integer ids as they are, names sorted.
+    write_text(path, "x,y\n1,2\n2,0\n3,10\n");
+    d = dtrain::read_csv(path);
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{2, 0, 10});
+    CHECK(d.class_names.empty());
+    o = {};
+    o.layout = CsvLayout::NoHeader;
+    write_text(path, "1.5,2\n2.5,0\n");
+    d = dtrain::read_csv(path, o);
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{2, 0});
+    CHECK(d.warnings.empty());
+}
+
+TEST_CASE("A label that occurs once among many becomes a warning naming its line", "[data][csv]") {
+    TempDir dir("csv_rare");
+    const auto path = dir.file("typo.csv");
+    std::string text = "x,species\n";
+    for (int i = 0; i < 50; ++i)
+        text += std::to_string(i) + (i == 37 ? ",setsoa\n" : ",setosa\n");
+    for (int i = 0; i < 30; ++i)
+        text += std::to_string(i) + ",versicolor\n";
+    write_text(path, text);
+    auto d = dtrain::read_csv(path);
+    CHECK(d.class_names == std::vector<std::string>{"setosa", "setsoa", "versicolor"});  // still loads
+    REQUIRE(d.warnings.size() == 1);
+    CHECK(contains(d.warnings[0], path + "' line 39, column 2 ('species'): label 'setsoa' occurs only once, "
+                                         "while 'setosa' occurs 49 times"));
+    CHECK(contains(d.warnings[0], "CsvOptions::class_names"));
+    CHECK(dtrain::subset(d, {0, 1}).warnings == d.warnings);
+    // With the classes given, the typo is an error naming its line.
+    CsvOptions o;
+    o.class_names = {"setosa", "versicolor", "virginica"};
+    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }),
+                   "line 39, column 2 ('species'): label 'setsoa'"));
+    // Balanced small classes are not suspicious; many singletons are named up to five, then counted.
+    write_text(path, "x,y\n1,a\n2,b\n3,c\n");
+    CHECK(dtrain::read_csv(path).warnings.empty());
+    text = "x,y\n";
+    for (int i = 0; i < 10; ++i)
+        text += "0,big\n";
+    for (char c = 'a'; c < 'h'; ++c)
+        text += std::string("0,") + c + "\n";
+    write_text(path, text);
+    d = dtrain::read_csv(path);
+    REQUIRE(d.warnings.size() == 6);
+    CHECK(contains(d.warnings[0], "label 'a' occurs only once, while 'big' occurs 10 times"));
+    CHECK(contains(d.warnings[4], "label 'e' occurs only once"));
+    CHECK(contains(d.warnings[5], "2 more labels of column 2 ('y') occur only once"));
+}
+
 TEST_CASE("CSV tolerates quotes, CRLF, a BOM, blank lines and spaces", "[data][csv]") {
     TempDir dir("csv_fmt");
     const auto path = dir.file("fmt.csv");
@@ -151,6 +226,7 @@ TEST_CASE("The shipped Kaggle-style iris.csv loads with 150 samples in 3 classes
     CHECK(count == std::vector<int>{50, 50, 50});
     CHECK(a.features(0, 0) == 5.1f);
     CHECK(a.features(149, 3) == 1.8f);
+    CHECK(a.warnings.empty());
 }
 
 // Hidden ([.]): needs scikit-learn's copy of Iris, so it runs as its own ctest test (data_csv_sklearn_test),
@@ -167,6 +243,7 @@ TEST_CASE("The shipped iris.csv and scikit-learn's iris.csv give the same data",
     CHECK(b.class_names == std::vector<std::string>{"setosa", "versicolor", "virginica"});
     CHECK(std::equal(a.labels.begin(), a.labels.end(), b.labels.begin()));
     CHECK(std::equal(a.features.begin(), a.features.end(), b.features.begin()));
+    CHECK(b.warnings.empty());
 }
 
 TEST_CASE("Standardisation and min-max scaling are fitted on train and applied to test", "[data][csv]") {

@@ -1,8 +1,7 @@
-// I/O failures in include/dtrain/data/detail/file_io.hpp that a healthy file system never produces (a read
-// error after the first bytes, gzopen or gzclose failing), injected through the readers' public API. This
-// program is linked with -Wl,--wrap for fread, ferror, gzopen and gzclose (tests/data/CMakeLists.txt): every
-// call from this program goes to the __wrap_ functions below, which fail on request and otherwise call the
-// real ones.
+// Failures in include/dtrain/data/detail/file_io.hpp that a healthy system never produces (a read error
+// after the first bytes, zlib failing to start), injected through the readers' public API. This program is
+// linked with -Wl,--wrap for fread, ferror and inflateInit2_ (tests/data/CMakeLists.txt): every call from
+// this program goes to the __wrap_ functions below, which fail on request and otherwise call the real ones.
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -20,7 +19,7 @@
 
 namespace {
 
-enum class Fault { none, read, gzopen, gzclose };
+enum class Fault { none, read, inflate_init };
 
 Fault fault = Fault::none;
 int fread_calls = 0;
@@ -46,10 +45,9 @@ struct Inject {
 extern "C" {
 std::size_t __real_fread(void* ptr, std::size_t size, std::size_t n, std::FILE* f);
 int __real_ferror(std::FILE* f);
-gzFile __real_gzopen(const char* path, const char* mode);
-int __real_gzclose(gzFile f);
+int __real_inflateInit2_(z_streamp strm, int window_bits, const char* version, int stream_size);
 
-// With Fault::read the second fread (the first one after the 2-byte gzip magic probe) fails with EIO.
+// With Fault::read the second fread fails with EIO, after the first one has returned data.
 std::size_t __wrap_fread(void* ptr, std::size_t size, std::size_t n, std::FILE* f) {
     if (fault == Fault::read && ++fread_calls == 2) {
         read_failed = true;
@@ -61,14 +59,10 @@ std::size_t __wrap_fread(void* ptr, std::size_t size, std::size_t n, std::FILE* 
 int __wrap_ferror(std::FILE* f) {
     return read_failed ? 1 : __real_ferror(f);
 }
-gzFile __wrap_gzopen(const char* path, const char* mode) {
-    if (fault == Fault::gzopen) return nullptr;
-    return __real_gzopen(path, mode);
-}
-// With Fault::gzclose the file is closed, but the close reports an error (as close(2) can on NFS).
-int __wrap_gzclose(gzFile f) {
-    const int rc = __real_gzclose(f);
-    return fault == Fault::gzclose ? Z_ERRNO : rc;
+// With Fault::inflate_init zlib cannot start a stream, as when it runs out of memory.
+int __wrap_inflateInit2_(z_streamp strm, int window_bits, const char* version, int stream_size) {
+    if (fault == Fault::inflate_init) return Z_MEM_ERROR;
+    return __real_inflateInit2_(strm, window_bits, version, stream_size);
 }
 }
 
@@ -90,20 +84,12 @@ TEST_CASE("A read error after the first bytes names the file and the system's re
     CHECK(fread_calls == 2);
 }
 
-TEST_CASE("gzopen and gzclose failures name the gzip file", "[data][io][errors]") {
+TEST_CASE("zlib failing to start names the gzip file", "[data][io][errors]") {
     TempDir dir("io_gzip");
     const auto path = dir.file("images.gz");
     write_bytes(path, gzip_bytes(idx_bytes({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7})));
     CHECK(dtrain::read_idx_images(path).size() == 8);
-    {
-        Inject fail(Fault::gzopen);
-        CHECK_THROWS_WITH(dtrain::read_idx_images(path),
-                          Contains("dtrain::read_idx_images: cannot open gzip file '" + path + "'"));
-    }
-    {
-        Inject fail(Fault::gzclose);
-        CHECK_THROWS_WITH(dtrain::read_idx_images(path),
-                          Contains("dtrain::read_idx_images: truncated or corrupt gzip data in '" + path +
-                                   "' (gzclose returned -1)"));
-    }
+    Inject fail(Fault::inflate_init);
+    CHECK_THROWS_WITH(dtrain::read_idx_images(path), Contains("dtrain::read_idx_images: cannot decompress '" +
+                                                              path + "': zlib's inflateInit2 returned -4"));
 }

@@ -177,6 +177,48 @@ TEST_CASE("IDX errors name the file and the defect", "[data][idx]") {
     CHECK(contains(error_of([&] { dtrain::load_idx(img_path, lab_path, {"a", "b", "c"}); }), "label 7"));
 }
 
+TEST_CASE("gzip: concatenated members are one stream, anything else after the last one is an error",
+          "[data][idx][gzip]") {
+    TempDir dir("idx_gzip");
+    dtrain::Rng rng(6);
+    const auto path = dir.file("img.gz");
+    const auto raw = idx_bytes({3, 4, 4}, random_bytes(48, rng));
+    const auto gz = gzip_bytes(raw);
+    auto with = [&](std::vector<unsigned char> tail) {
+        auto b = gz;
+        b.insert(b.end(), tail.begin(), tail.end());
+        return b;
+    };
+    // What gunzip reads: the file split in two members, concatenated.
+    auto two = gzip_bytes(std::vector<unsigned char>(raw.begin(), raw.begin() + 20));
+    const auto second = gzip_bytes(std::vector<unsigned char>(raw.begin() + 20, raw.end()));
+    two.insert(two.end(), second.begin(), second.end());
+    write_bytes(path, two);
+    const auto x = dtrain::read_idx_images(path);
+    REQUIRE(x.size() == 48);
+    CHECK(x(2, 0, 3, 3) == float(raw.back()) / 255.0f);
+    // Junk, zero padding or a lone byte after the last member.
+    auto err = [&](const std::vector<unsigned char>& bytes) {
+        write_bytes(path, bytes);
+        return error_of([&] { dtrain::read_idx_images(path); });
+    };
+    auto m = err(with({'j', 'u', 'n', 'k'}));
+    CHECK(contains(m, "dtrain::read_idx_images: '" + path +
+                          "' has 4 bytes after the end of its gzip data (from byte " +
+                          std::to_string(gz.size()) + " of " + std::to_string(gz.size() + 4) +
+                          ") that do not start another gzip member"));
+    CHECK(contains(err(with(std::vector<unsigned char>(512, 0))),
+                   "has 512 bytes after the end of its gzip data"));
+    CHECK(contains(err(with({0x1f})), "has 1 bytes after the end"));
+    // Something that starts like a member but is not one, or is cut short.
+    CHECK(contains(err(with({0x1f, 0x8b, 'j', 'u', 'n', 'k', 0, 0, 0, 0, 0, 0})), "corrupt gzip data"));
+    CHECK(contains(err(with({0x1f, 0x8b})), "truncated"));
+    CHECK(contains(err(with(std::vector<unsigned char>(second.begin(), second.end() - 3))), "truncated"));
+    // A directory where a file is expected.
+    CHECK(contains(error_of([&] { dtrain::read_idx_images(dir.str()); }),
+                   "cannot read '" + dir.str() + "': it is a directory"));
+}
+
 namespace {
 
 /// `n` CIFAR records with labels `first_label + k mod 10` and random pixels.

@@ -10,6 +10,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/file_io.hpp>
 #include <dtrain/data/idx.hpp>
 
@@ -48,8 +49,10 @@ inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
         }
         total += n;
     }
+    const Shape shape{total, 3, 32, 32};
+    detail::checked_shape_size(shape, who, ": ", total, " records");
     Dataset d;
-    d.features = Tensor<float>::from_shape({total, 3, 32, 32});
+    d.features = Tensor<float>::from_shape(shape);
     d.labels = Labels::from_shape({total});
     const auto& table = detail::byte_to_unit();
     std::size_t k = 0;

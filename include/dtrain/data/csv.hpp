@@ -1,19 +1,18 @@
 #pragma once
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/checked.hpp>
+#include <dtrain/data/detail/csv_labels.hpp>
+#include <dtrain/data/detail/csv_split.hpp>
 #include <dtrain/data/detail/file_io.hpp>
 
 namespace dtrain {
@@ -41,100 +40,17 @@ struct CsvOptions {
     long label_index = -1;
     /// Columns to ignore, by name (header layout only), e.g. {"Id"} for Kaggle's Iris.csv.
     std::vector<std::string> drop_columns;
-    /// Fixes the label-to-id mapping (id = position); a label not in the list is an error. Use the training
-    /// split's class_names when reading another split. Empty: ids are assigned as described at read_csv().
+    /// Fixes the label-to-id mapping: the class names in id order (id = position); a label not in the list
+    /// is an error naming its line, and a name listed twice is an error. Use it to read another split with
+    /// the training split's class_names, to map labels that mix integers and other values (e.g. {"-1", "0",
+    /// "1"}), or to make a misspelt label an error instead of an extra class. Empty: ids are assigned as
+    /// described at parse_csv().
     std::vector<std::string> class_names;
     /// Field separator.
     char delimiter = ',';
 };
 
 namespace detail {
-
-/// One non-blank line of a CSV file split into fields, with its 1-based line number.
-struct CsvRow {
-    std::size_t line = 0;
-    std::vector<std::string> fields;
-};
-
-/// Parses `s` (surrounding '+' allowed) as a finite float; false when it is not exactly one number.
-inline bool parse_csv_float(const std::string& s, float& out) {
-    const char* b = s.data();
-    const char* e = b + s.size();
-    if (b != e && *b == '+') ++b;
-    if (b == e) return false;
-    const auto r = std::from_chars(b, e, out);
-    return r.ec == std::errc() && r.ptr == e && std::isfinite(out);
-}
-
-/// True when `s` is a non-negative decimal integer of at most 9 digits (so it fits an int32).
-inline bool is_small_uint(const std::string& s) {
-    return !s.empty() && s.size() <= 9 &&
-           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-/// Splits the text of a CSV file into rows of trimmed fields. Double-quoted fields may contain the
-/// delimiter and "" for a quote (not newlines). Blank lines are skipped; CRLF endings and a UTF-8 BOM are
-/// accepted.
-inline std::vector<CsvRow> split_csv(const std::string& text, char delim, const std::string& path,
-                                     const char* who) {
-    std::vector<CsvRow> rows;
-    std::size_t pos = 0, line = 0;
-    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3;
-    while (pos < text.size()) {
-        ++line;
-        std::size_t end = text.find('\n', pos);
-        if (end == std::string::npos) end = text.size();
-        std::size_t stop = end;
-        if (stop > pos && text[stop - 1] == '\r') --stop;
-        const std::string_view ln(text.data() + pos, stop - pos);
-        pos = end + 1;
-        if (ln.find_first_not_of(" \t") == std::string_view::npos) continue;
-        CsvRow row;
-        row.line = line;
-        std::size_t i = 0;
-        for (;;) {  // one field per iteration
-            while (i < ln.size() && (ln[i] == ' ' || ln[i] == '\t'))
-                ++i;
-            std::string field;
-            if (i < ln.size() && ln[i] == '"') {
-                const std::size_t open = i++;
-                bool closed = false;
-                while (i < ln.size()) {
-                    if (ln[i] == '"') {
-                        if (i + 1 < ln.size() && ln[i + 1] == '"') {
-                            field += '"';
-                            i += 2;
-                            continue;
-                        }
-                        closed = true;
-                        ++i;
-                        break;
-                    }
-                    field += ln[i++];
-                }
-                DTRAIN_CHECK(closed, who, ": '", path, "' line ", line, ", column ", row.fields.size() + 1,
-                             ": unterminated quoted field starting at character ", open + 1);
-                while (i < ln.size() && (ln[i] == ' ' || ln[i] == '\t'))
-                    ++i;
-                DTRAIN_CHECK(i == ln.size() || ln[i] == delim, who, ": '", path, "' line ", line, ", column ",
-                             row.fields.size() + 1, ": unexpected character after a quoted field");
-            } else {
-                const std::size_t start = i;
-                while (i < ln.size() && ln[i] != delim)
-                    ++i;
-                std::size_t e = i;
-                while (e > start && (ln[e - 1] == ' ' || ln[e - 1] == '\t'))
-                    --e;
-                field.assign(ln.data() + start, e - start);
-            }
-            row.fields.push_back(std::move(field));
-            if (i >= ln.size()) break;
-            ++i;  // skip the delimiter
-        }
-        rows.push_back(std::move(row));
-    }
-    return rows;
-}
 
 /// True when `rows` starts with scikit-learn's "<n_samples>,<n_features>,<class names...>" line.
 inline bool looks_like_sklearn(const std::vector<CsvRow>& rows) {
@@ -154,12 +70,17 @@ inline bool looks_like_sklearn(const std::vector<CsvRow>& rows) {
 /// `drop_columns`, is a numeric feature. Labels become ids as follows: with options.class_names, the
 /// position in that list; in the sklearn layout, the integer in the file (an index into the header's class
 /// names); otherwise, when every label is a non-negative integer, that integer (class_names left empty),
-/// else the distinct strings sorted in byte order (Iris-setosa=0, Iris-versicolor=1, Iris-virginica=2), an
-/// order that does not depend on the order of the rows.
+/// else, when no label is, the distinct strings sorted in byte order (Iris-setosa=0, Iris-versicolor=1,
+/// Iris-virginica=2), an order that does not depend on the order of the rows. A column that mixes
+/// non-negative integers with other values ("-1" among class ids, "7" among species names) is an error
+/// naming a value and its line: give options.class_names to map such labels. With sorted string labels, a
+/// class that occurs once while another occurs 10 times or more (most likely a typo: "setsoa" among 50
+/// "setosa") is reported in the result's `warnings`, naming the value and its line.
 ///
 /// Throws dtrain::Error naming the file, and the line and column where it applies, for: an empty file, a
 /// header without data rows, ragged rows, a non-numeric or non-finite feature, an empty field, an unknown
-/// label column or class, and an sklearn header that disagrees with the data.
+/// label column or class, a label column mixing integers and other values, and an sklearn header that
+/// disagrees with the data or declares more features than the file has bytes for.
 inline Dataset parse_csv(const std::string& text, const std::string& path, const CsvOptions& opt = {}) {
     const char* who = "dtrain::read_csv";
     auto rows = detail::split_csv(text, opt.delimiter, path, who);
@@ -178,9 +99,15 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
                      path, "' line ", rows.front().line,
                      ": not an sklearn header (expected <n_samples>,<n_features>,<class names...>)");
         sk_samples = std::stoul(h[0]);
-        ncols = std::stoul(h[1]) + 1;
-        DTRAIN_CHECK(ncols >= 2, who, ": '", path, "' line ", rows.front().line,
+        const std::size_t features = std::stoul(h[1]);
+        DTRAIN_CHECK(features > 0, who, ": '", path, "' line ", rows.front().line,
                      ": the sklearn header declares 0 features");
+        // Every feature of a row takes at least two bytes (a value and a delimiter): a bound on what the
+        // header can declare before anything is sized by it.
+        DTRAIN_CHECK(features <= text.size() / 2, who, ": '", path, "' line ", rows.front().line,
+                     ": the sklearn header declares ", features, " features, but the whole file has only ",
+                     text.size(), " bytes, too few for one row of them");
+        ncols = features + 1;
         sk_classes.assign(h.begin() + 2, h.end());
         for (std::size_t c = 0; c < ncols; ++c)
             names.push_back("column " + std::to_string(c + 1));
@@ -239,8 +166,10 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
         DTRAIN_CHECK(n == sk_samples, who, ": '", path, "' header (line ", rows.front().line, ") declares ",
                      sk_samples, " samples but the file has ", n, " data rows");
 
+    const Shape shape{n, feat_cols.size()};
+    detail::checked_shape_size(shape, who, ": '", path, "'");
     Dataset d;
-    d.features = Tensor<float>::from_shape({n, feat_cols.size()});
+    d.features = Tensor<float>::from_shape(shape);
     d.labels = Labels::from_shape({n});
     float* x = d.features.data();
     for (std::size_t r = 0; r < n; ++r) {
@@ -259,54 +188,13 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     }
 
     // Labels to ids.
-    auto label_at = [&](std::size_t r) -> const std::string& { return rows[first + r].fields[label_col]; };
-    auto fail_label = [&](std::size_t r, const std::string& why) {
-        throw Error(detail::concat(who, ": '", path, "' line ", rows[first + r].line, ", column ",
-                                   label_col + 1, " ('", names[label_col], "'): ", why));
-    };
-    if (!opt.class_names.empty() && layout != CsvLayout::Sklearn) {
-        std::map<std::string, std::int32_t> id;
-        for (std::size_t k = 0; k < opt.class_names.size(); ++k)
-            id.emplace(opt.class_names[k], std::int32_t(k));
-        for (std::size_t r = 0; r < n; ++r) {
-            const auto it = id.find(label_at(r));
-            if (it == id.end())
-                fail_label(r, "label '" + label_at(r) + "' is not one of the given class names " +
-                                  detail::shape_str(opt.class_names));
-            d.labels(r) = it->second;
-        }
-        d.class_names = opt.class_names;
-    } else if (layout == CsvLayout::Sklearn) {
-        d.class_names = opt.class_names.empty() ? sk_classes : opt.class_names;
-        for (std::size_t r = 0; r < n; ++r) {
-            const std::string& s = label_at(r);
-            if (!detail::is_small_uint(s)) fail_label(r, "label '" + s + "' is not an integer class id");
-            const unsigned long v = std::stoul(s);
-            if (v >= d.class_names.size())
-                fail_label(r, "label " + s + " is outside [0, " + std::to_string(d.class_names.size()) +
-                                  ") (classes " + detail::shape_str(d.class_names) + ")");
-            d.labels(r) = static_cast<std::int32_t>(v);
-        }
-    } else {
-        bool all_int = true;
-        for (std::size_t r = 0; r < n && all_int; ++r)
-            all_int = detail::is_small_uint(label_at(r));
-        if (all_int) {
-            for (std::size_t r = 0; r < n; ++r)
-                d.labels(r) = static_cast<std::int32_t>(std::stol(label_at(r)));
-        } else {
-            std::map<std::string, std::int32_t> id;
-            for (std::size_t r = 0; r < n; ++r)
-                id.emplace(label_at(r), 0);
-            std::int32_t k = 0;
-            for (auto& kv : id) {
-                kv.second = k++;
-                d.class_names.push_back(kv.first);
-            }
-            for (std::size_t r = 0; r < n; ++r)
-                d.labels(r) = id.at(label_at(r));
-        }
-    }
+    const detail::CsvLabelColumn col{rows, first, label_col, names[label_col], path, who};
+    if (layout == CsvLayout::Sklearn)
+        detail::csv_sklearn_labels(col, opt.class_names.empty() ? sk_classes : opt.class_names, d);
+    else if (!opt.class_names.empty())
+        detail::csv_listed_labels(col, opt.class_names, d);
+    else
+        detail::csv_automatic_labels(col, d);
     d.source = path;
     return d;
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/seed.hpp>
 
 namespace dtrain {
@@ -31,6 +33,9 @@ struct Dataset {
     std::vector<std::string> class_names;
     /// Where the data came from (file or directory), used in messages.
     std::string source;
+    /// What the reader found suspicious but not wrong, one sentence each naming the file and line (read_csv:
+    /// a class label that occurs once among many, most likely a typo). Print them, on rank 0 only.
+    std::vector<std::string> warnings;
 
     /// Number of samples N.
     std::size_t size() const { return labels.size(); }
@@ -39,8 +44,10 @@ struct Dataset {
         return features.dimension() == 0 ? Shape{}
                                          : Shape(features.shape().begin() + 1, features.shape().end());
     }
-    /// Number of floats in one sample.
-    std::size_t sample_size() const { return shape_size(sample_shape()); }
+    /// Number of floats in one sample; throws dtrain::Error when the features' element count overflows.
+    std::size_t sample_size() const {
+        return detail::checked_trailing_size(features.shape(), 1, "dtrain::Dataset '", source, "'");
+    }
     /// Number of classes: class_names.size() when known, otherwise the largest label + 1.
     std::size_t num_classes() const {
         if (!class_names.empty()) return class_names.size();
@@ -53,10 +60,12 @@ struct Dataset {
 
 namespace detail {
 
-/// Checks the invariants of a data set: rank >= 2 features, one label per sample, labels in range.
+/// Checks the invariants of a data set: rank >= 2 features whose element count fits std::size_t, one label
+/// per sample, labels in range.
 inline void validate_dataset(const Dataset& d, const char* who) {
     DTRAIN_CHECK(d.features.dimension() >= 2, who,
                  ": features must be batch-first with rank >= 2, got shape ", shape_str(d.features.shape()));
+    checked_shape_size(d.features.shape(), who, ": features");
     DTRAIN_CHECK(d.features.shape()[0] == d.labels.size(), who, ": features have ", d.features.shape()[0],
                  " samples (shape ", shape_str(d.features.shape()), ") but there are ", d.labels.size(),
                  " labels");
@@ -91,12 +100,18 @@ inline Dataset make_dataset(Tensor<float> features, Labels labels,
 /// n * shape_size(sample_shape) floats) and `n` labels from `y`. Same requirements as make_dataset().
 inline Dataset from_arrays(const float* x, const std::int32_t* y, std::size_t n, const Shape& sample_shape,
                            std::vector<std::string> class_names = {}) {
-    DTRAIN_CHECK(x != nullptr && y != nullptr, "dtrain::from_arrays: null feature or label pointer");
-    DTRAIN_CHECK(!sample_shape.empty() && shape_size(sample_shape) > 0,
-                 "dtrain::from_arrays: sample shape must be non-empty with no zero dimension, got ",
+    const char* who = "dtrain::from_arrays";
+    DTRAIN_CHECK(x != nullptr && y != nullptr, who, ": null feature or label pointer");
+    const std::size_t m = detail::checked_shape_size(sample_shape, who, ": sample");
+    DTRAIN_CHECK(!sample_shape.empty() && m > 0, who,
+                 ": sample shape must be non-empty with no zero dimension, got ",
                  detail::shape_str(sample_shape));
-    Tensor<float> f = Tensor<float>::from_shape(batch_shape(n, sample_shape));
-    if (n > 0) std::memcpy(f.data(), x, n * shape_size(sample_shape) * sizeof(float));
+    const Shape shape = batch_shape(n, sample_shape);
+    const std::size_t count =
+        detail::checked_mul(detail::checked_shape_size(shape, who, ": ", n, " samples"), sizeof(float), who,
+                            ": bytes of shape ", detail::shape_str(shape));
+    Tensor<float> f = Tensor<float>::from_shape(shape);
+    if (n > 0) std::memcpy(f.data(), x, count);
     Labels l = Labels::from_shape({n});
     if (n > 0) std::memcpy(l.data(), y, n * sizeof(std::int32_t));
     return make_dataset(std::move(f), std::move(l), std::move(class_names));
@@ -106,9 +121,12 @@ inline Dataset from_arrays(const float* x, const std::int32_t* y, std::size_t n,
 /// names. Throws when an index is out of range or `indices` is empty.
 inline Dataset subset(const Dataset& d, const std::vector<std::size_t>& indices) {
     DTRAIN_CHECK(!indices.empty(), "dtrain::subset: empty index list for '", d.source, "'");
+    detail::checked_shape_size(d.features.shape(), "dtrain::subset: features of '", d.source, "'");
     const std::size_t m = d.sample_size();
+    const Shape shape = batch_shape(indices.size(), d.sample_shape());
+    detail::checked_shape_size(shape, "dtrain::subset: ", indices.size(), " samples of '", d.source, "'");
     Dataset out;
-    out.features = Tensor<float>::from_shape(batch_shape(indices.size(), d.sample_shape()));
+    out.features = Tensor<float>::from_shape(shape);
     out.labels = Labels::from_shape({indices.size()});
     for (std::size_t k = 0; k < indices.size(); ++k) {
         const std::size_t i = indices[k];
@@ -119,6 +137,7 @@ inline Dataset subset(const Dataset& d, const std::vector<std::size_t>& indices)
     }
     out.class_names = d.class_names;
     out.source = d.source;
+    out.warnings = d.warnings;
     return out;
 }
 
@@ -129,18 +148,23 @@ inline std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double tes
                                                     std::uint64_t seed) {
     DTRAIN_CHECK(test_fraction > 0.0 && test_fraction < 1.0,
                  "dtrain::train_test_split: test_fraction must be in (0, 1), got ", test_fraction);
-    const std::size_t k = d.num_classes();
-    std::vector<std::vector<std::size_t>> by_class(k);
-    for (std::size_t i = 0; i < d.size(); ++i)
-        by_class[static_cast<std::size_t>(d.labels(i))].push_back(i);
+    // The samples grouped by label, labels ascending and indices ascending within a label: sized by the
+    // samples, not by the largest label (one label 999999999 must not allocate 10^9 lists).
+    std::vector<std::size_t> order(d.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return d.labels(a) < d.labels(b); });
     Rng rng(detail::epoch_seed(seed, 0, 0x5b117));
     std::vector<std::size_t> train, test;
-    for (auto& idx : by_class) {
-        dtrain::shuffle(idx.begin(), idx.end(), rng);
+    for (auto first = order.begin(); first != order.end();) {
+        const auto y = d.labels(*first);
+        const auto last = std::find_if(first, order.end(), [&](std::size_t i) { return d.labels(i) != y; });
+        dtrain::shuffle(first, last, rng);
         const auto nt =
-            static_cast<std::size_t>(std::llround(test_fraction * static_cast<double>(idx.size())));
-        test.insert(test.end(), idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(nt));
-        train.insert(train.end(), idx.begin() + static_cast<std::ptrdiff_t>(nt), idx.end());
+            static_cast<std::ptrdiff_t>(std::llround(test_fraction * static_cast<double>(last - first)));
+        test.insert(test.end(), first, first + nt);
+        train.insert(train.end(), first + nt, last);
+        first = last;
     }
     DTRAIN_CHECK(!train.empty() && !test.empty(), "dtrain::train_test_split: a test fraction of ",
                  test_fraction, " of ", d.size(), " samples leaves one part empty");

@@ -13,6 +13,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/file_io.hpp>
 
 namespace dtrain {
@@ -43,6 +44,9 @@ inline std::uint32_t be32(const unsigned char* p) {
     return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
 }
 
+/// The most data bytes an IDX file may declare (1 TiB): more is taken as a corrupt header.
+inline constexpr std::size_t idx_max_bytes = std::size_t(1) << 40;
+
 /// Parses an IDX header of unsigned bytes with `ndims` dimensions from `bytes` (the whole file) and checks
 /// that exactly the declared amount of data follows. Returns the dimensions.
 inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char>& bytes, std::size_t ndims,
@@ -69,16 +73,18 @@ inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char
     DTRAIN_CHECK(bytes.size() >= header, who, ": '", path, "' is truncated: ", bytes.size(),
                  " bytes, the header of an IDX ", kind, " file needs ", header);
     std::vector<std::size_t> dims(ndims);
-    std::uint64_t total = 1;
-    for (std::size_t i = 0; i < ndims; ++i) {
+    for (std::size_t i = 0; i < ndims; ++i)
         dims[i] = be32(bytes.data() + 4 + 4 * i);
+    std::size_t total = 1;
+    for (std::size_t i = 0; i < ndims; ++i) {
         DTRAIN_CHECK(dims[i] > 0, who, ": '", path, "' declares dimension ", i, " as 0 (dimensions ",
                      shape_str(dims), ")");
-        total *= dims[i];  // each factor < 2^32 and the running product is capped below, so no overflow
-        DTRAIN_CHECK(total <= (std::uint64_t(1) << 40), who, ": '", path,
-                     "' declares implausible dimensions ", shape_str(dims));
+        // Checked before multiplying: a product that wraps past 2^64 would describe a tiny buffer.
+        DTRAIN_CHECK(mul_fits(total, dims[i], total) && total <= idx_max_bytes, who, ": '", path,
+                     "' declares implausible dimensions ", shape_str(dims),
+                     " (more than 2^40 bytes of data)");
     }
-    const std::uint64_t have = bytes.size() - header;
+    const std::size_t have = bytes.size() - header;
     DTRAIN_CHECK(have >= total, who, ": '", path, "' is truncated: dimensions ", shape_str(dims), " need ",
                  total, " bytes of data but only ", have, " are present");
     DTRAIN_CHECK(have == total, who, ": '", path, "' has ", have - total,

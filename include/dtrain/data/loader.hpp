@@ -13,6 +13,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/augment.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/seed.hpp>
 #include <dtrain/data/sampler.hpp>
 
@@ -40,6 +41,7 @@ struct DatasetView {
                      detail::shape_str(x.shape()));
         DTRAIN_CHECK(x.shape()[0] == y.size(), "dtrain::DatasetView: features have ", x.shape()[0],
                      " samples but there are ", y.size(), " labels");
+        detail::checked_trailing_size(x.shape(), 1, "dtrain::DatasetView: features");
         features = x.data();
         labels = y.data();
         size = y.size();
@@ -48,8 +50,10 @@ struct DatasetView {
     DatasetView(Dataset&&) = delete;
     DatasetView(Tensor<float>&&, const Labels&) = delete;
     DatasetView(const Tensor<float>&, Labels&&) = delete;
-    /// Number of floats per sample.
-    std::size_t sample_size() const { return shape_size(sample_shape); }
+    /// Number of floats per sample; throws dtrain::Error when the sample shape's product overflows.
+    std::size_t sample_size() const {
+        return detail::checked_shape_size(sample_shape, "dtrain::DatasetView");
+    }
 };
 
 /// Options of DataLoader.
@@ -136,10 +140,8 @@ public:
         tail_ = b < opt_.batch_size;
         Tensor<float>& x = tail_ ? x_tail_ : x_full_;
         Labels& y = tail_ ? y_tail_ : y_full_;
-        if (tail_ && y.size() != b) {  // only when the tail size changes (never in steady state)
-            x.resize(batch_shape(b, data_.sample_shape));
-            y.resize({b});
-        }
+        if (tail_ && y.size() != b)
+            allocate_batch(x, y, b);  // only when the tail size changes (never in steady state)
         const std::size_t m = data_.sample_size();
         const bool aug = opt_.augment.enabled();
         const std::size_t c = aug ? data_.sample_shape[0] : 0, h = aug ? data_.sample_shape[1] : 0,
@@ -185,7 +187,7 @@ public:
     /// Batches in one epoch.
     std::size_t batches_per_epoch() const {
         const std::size_t n = order_.size(), b = opt_.batch_size;
-        return opt_.drop_last ? n / b : (n + b - 1) / b;
+        return n / b + (!opt_.drop_last && n % b != 0 ? 1 : 0);  // not (n + b - 1) / b: b may be SIZE_MAX
     }
     /// The sample indices of this epoch, in order.
     const std::vector<std::size_t>& epoch_order() const { return order_; }
@@ -208,14 +210,19 @@ private:
         DTRAIN_CHECK(!opt_.drop_last || n >= opt_.batch_size, "DataLoader: batch size ", opt_.batch_size,
                      " with drop_last exceeds the ", n, " samples per epoch, so no batch would be yielded");
         order_.reserve(n);
-        x_full_ = Tensor<float>::from_shape(batch_shape(opt_.batch_size, data_.sample_shape));
-        y_full_ = Labels::from_shape({opt_.batch_size});
+        // Buffers of at most n rows: a batch size beyond the epoch (up to SIZE_MAX) yields one partial batch.
+        if (opt_.batch_size <= n) allocate_batch(x_full_, y_full_, opt_.batch_size);
         const std::size_t rest = n % opt_.batch_size;
-        if (rest > 0 && !opt_.drop_last) {
-            x_tail_ = Tensor<float>::from_shape(batch_shape(rest, data_.sample_shape));
-            y_tail_ = Labels::from_shape({rest});
-        }
+        if (rest > 0 && !opt_.drop_last) allocate_batch(x_tail_, y_tail_, rest);
         start_epoch(0);
+    }
+
+    /// Sizes `x` and `y` for batches of `rows` samples.
+    void allocate_batch(Tensor<float>& x, Labels& y, std::size_t rows) const {
+        const Shape shape = batch_shape(rows, data_.sample_shape);
+        detail::checked_shape_size(shape, "DataLoader: batches of ", rows, " samples");
+        x = Tensor<float>::from_shape(shape);
+        y = Labels::from_shape({rows});
     }
 
     DatasetView data_;

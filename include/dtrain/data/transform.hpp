@@ -9,6 +9,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/data/detail/checked.hpp>
 
 namespace dtrain {
 
@@ -25,7 +26,8 @@ public:
         DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
                      "Standardizer::fit: need batch-first features with N > 0, got shape ",
                      detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], m = x.size() / n;
+        const std::size_t n = x.shape()[0],
+                          m = detail::checked_trailing_size(x.shape(), 1, "Standardizer::fit");
         std::vector<double> sum(m, 0.0), sq(m, 0.0);
         const float* p = x.data();
         for (std::size_t i = 0; i < n; ++i)
@@ -50,7 +52,8 @@ public:
     /// Standardises `x` in place with the fitted statistics; its sample size must match the fitted one.
     void apply(Tensor<float>& x) const {
         DTRAIN_CHECK(!mean_.empty(), "Standardizer::apply: call fit() on the training features first");
-        DTRAIN_CHECK(x.dimension() >= 2 && x.size() == x.shape()[0] * mean_.size(),
+        DTRAIN_CHECK(x.dimension() >= 2 &&
+                         detail::checked_trailing_size(x.shape(), 1, "Standardizer::apply") == mean_.size(),
                      "Standardizer::apply: fitted on samples of ", mean_.size(),
                      " values but got features of shape ", detail::shape_str(x.shape()));
         const std::size_t m = mean_.size(), n = x.shape()[0];
@@ -84,7 +87,8 @@ public:
         DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
                      "MinMaxScaler::fit: need batch-first features with N > 0, got shape ",
                      detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], m = x.size() / n;
+        const std::size_t n = x.shape()[0],
+                          m = detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::fit");
         min_.assign(m, std::numeric_limits<float>::infinity());
         max_.assign(m, -std::numeric_limits<float>::infinity());
         const float* p = x.data();
@@ -98,7 +102,8 @@ public:
     /// Scales `x` in place; its sample size must match the fitted one.
     void apply(Tensor<float>& x) const {
         DTRAIN_CHECK(!min_.empty(), "MinMaxScaler::apply: call fit() on the training features first");
-        DTRAIN_CHECK(x.dimension() >= 2 && x.size() == x.shape()[0] * min_.size(),
+        DTRAIN_CHECK(x.dimension() >= 2 &&
+                         detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::apply") == min_.size(),
                      "MinMaxScaler::apply: fitted on samples of ", min_.size(),
                      " values but got features of shape ", detail::shape_str(x.shape()));
         const std::size_t m = min_.size(), n = x.shape()[0];
@@ -141,7 +146,8 @@ public:
         DTRAIN_CHECK(x.dimension() >= 3 && x.size() > 0,
                      "ChannelNormalizer::fit: need image features [N, C, ...], got shape ",
                      detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], c = x.shape()[1], hw = x.size() / (n * c);
+        const std::size_t n = x.shape()[0], c = x.shape()[1],
+                          hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::fit");
         std::vector<double> sum(c, 0.0), sq(c, 0.0);
         const float* p = x.data();
         for (std::size_t i = 0; i < n; ++i)
@@ -178,7 +184,8 @@ public:
         DTRAIN_CHECK(x.dimension() >= 3 && x.shape()[1] == mean_.size(), "ChannelNormalizer::apply: have ",
                      mean_.size(), " channel statistics but features have shape ",
                      detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], c = x.shape()[1], hw = x.size() / (n * c);
+        const std::size_t n = x.shape()[0], c = x.shape()[1],
+                          hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::apply");
         float* p = x.data();
         for (std::size_t i = 0; i < n; ++i)
             for (std::size_t k = 0; k < c; ++k) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -22,70 +24,95 @@ struct FileCloser {
     }
 };
 
-/// Closes a gzFile on scope exit unless released.
-struct GzCloser {
-    gzFile f = nullptr;
-    ~GzCloser() {
-        if (f) gzclose(f);
+/// Ends a zlib inflate stream on scope exit.
+struct InflateEnder {
+    z_stream* zs = nullptr;
+    ~InflateEnder() {
+        if (zs) inflateEnd(zs);
     }
 };
 
-/// Reads the whole of `path` into memory. A file starting with the gzip magic bytes 1f 8b is decompressed
-/// with zlib (gzread); any other file is read as is. Throws dtrain::Error naming `who` and the file when it
-/// cannot be opened or read, or when the gzip stream is truncated or corrupt (CRC and length are checked).
-inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* who) {
+/// At most this many times the compressed size is allocated on the word of a gzip trailer (ISIZE) before any
+/// data is decompressed: a damaged or hostile trailer can declare up to 4 GiB. Beyond it the output grows
+/// with the data actually decompressed.
+inline constexpr std::size_t gzip_trusted_ratio = 8;
+
+/// Reads the whole of `path` into memory as it is. Throws dtrain::Error naming `who` and the file when it
+/// cannot be opened, is a directory, or cannot be read.
+inline std::vector<unsigned char> read_raw_bytes(const std::string& path, const char* who) {
+    FileCloser fc{std::fopen(path.c_str(), "rb")};
+    DTRAIN_CHECK(fc.f != nullptr, who, ": cannot open '", path, "': ", std::strerror(errno));
+    struct stat st {};
+    const bool known = ::fstat(::fileno(fc.f), &st) == 0;
+    DTRAIN_CHECK(!known || !S_ISDIR(st.st_mode), who, ": cannot read '", path, "': it is a directory");
     std::vector<unsigned char> out;
-    bool gzip = false;
-    {
-        FileCloser fc{std::fopen(path.c_str(), "rb")};
-        DTRAIN_CHECK(fc.f != nullptr, who, ": cannot open '", path, "': ", std::strerror(errno));
-        unsigned char buf[1 << 16];
-        std::size_t got = std::fread(buf, 1, 2, fc.f);
-        DTRAIN_CHECK(!std::ferror(fc.f), who, ": cannot read '", path, "': ", std::strerror(errno));
-        gzip = got == 2 && buf[0] == 0x1f && buf[1] == 0x8b;
-        if (!gzip) {
-            if (std::fseek(fc.f, 0, SEEK_END) == 0) {
-                const long size = std::ftell(fc.f);
-                if (size > 0) out.reserve(static_cast<std::size_t>(size));
-                std::fseek(fc.f, 0, SEEK_SET);
-            } else {
-                out.insert(out.end(), buf, buf + got);  // not seekable: keep what was read and go on
-            }
-            while ((got = std::fread(buf, 1, sizeof buf, fc.f)) > 0)
-                out.insert(out.end(), buf, buf + got);
-            DTRAIN_CHECK(!std::ferror(fc.f), who, ": cannot read '", path, "': ", std::strerror(errno));
-            return out;
-        }
-    }
-    GzCloser gc{gzopen(path.c_str(), "rb")};
-    DTRAIN_CHECK(gc.f != nullptr, who, ": cannot open gzip file '", path, "'");
-    gzbuffer(gc.f, 1u << 18);
-    std::size_t used = 0;
-    out.resize(std::size_t(1) << 20);
+    if (known && S_ISREG(st.st_mode) && st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
+    unsigned char buf[1 << 16];
+    std::size_t got = 0;
+    while ((got = std::fread(buf, 1, sizeof buf, fc.f)) > 0)
+        out.insert(out.end(), buf, buf + got);
+    DTRAIN_CHECK(!std::ferror(fc.f), who, ": cannot read '", path, "': ", std::strerror(errno));
+    return out;
+}
+
+/// True when `bytes` starts with the gzip magic bytes 1f 8b at `pos`.
+inline bool gzip_magic_at(const std::vector<unsigned char>& bytes, std::size_t pos) {
+    return bytes.size() >= 2 && pos <= bytes.size() - 2 && bytes[pos] == 0x1f && bytes[pos + 1] == 0x8b;
+}
+
+/// Decompresses the gzip file `gz` (read whole) member after member: concatenated members are one stream,
+/// as gunzip reads them. Throws dtrain::Error naming `who` and the file when a member is truncated or
+/// corrupt (zlib checks each member's CRC-32 and length), or when bytes that do not start another member
+/// follow the last one (gzread would ignore them silently). The output starts at the last member's declared
+/// size, at most gzip_trusted_ratio times the file's size, and doubles as the data actually decompressed
+/// needs, so what is allocated is bounded by the file and its real content.
+inline std::vector<unsigned char> gunzip_bytes(const std::vector<unsigned char>& gz, const std::string& path,
+                                               const char* who) {
+    z_stream zs{};
+    const int init = inflateInit2(&zs, 15 + 16);  // 16: gzip wrapper only
+    DTRAIN_CHECK(init == Z_OK, who, ": cannot decompress '", path, "': zlib's inflateInit2 returned ", init);
+    InflateEnder ender{&zs};
+    std::size_t declared = 0;  // ISIZE, the last member's uncompressed size mod 2^32 (little-endian)
+    for (std::size_t i = 0; i < 4 && gz.size() >= 4; ++i)
+        declared |= std::size_t(gz[gz.size() - 4 + i]) << (8 * i);
+    std::vector<unsigned char> out(std::min(declared, gz.size() * gzip_trusted_ratio) + 1);
+    const std::size_t chunk = std::size_t(1) << 30;  // zlib counts in 32 bits
+    std::size_t in = 0, used = 0;
     for (;;) {
         if (used == out.size()) out.resize(out.size() * 2);
-        const std::size_t want = std::min<std::size_t>(out.size() - used, std::size_t(1) << 30);
-        const int n = gzread(gc.f, out.data() + used, static_cast<unsigned>(want));
-        if (n < 0) {
-            int err = 0;
-            const char* msg = gzerror(gc.f, &err);
-            throw Error(
-                concat(who, ": corrupt gzip data in '", path, "': ", msg ? msg : "unknown zlib error"));
+        const std::size_t give = std::min(gz.size() - in, chunk), room = std::min(out.size() - used, chunk);
+        zs.next_in = const_cast<Bytef*>(gz.data() + in);
+        zs.avail_in = static_cast<uInt>(give);
+        zs.next_out = out.data() + used;
+        zs.avail_out = static_cast<uInt>(room);
+        const int rc = inflate(&zs, Z_NO_FLUSH);
+        in += give - zs.avail_in;
+        used += room - zs.avail_out;
+        if (rc == Z_STREAM_END) {
+            if (in == gz.size()) break;
+            DTRAIN_CHECK(gzip_magic_at(gz, in), who, ": '", path, "' has ", gz.size() - in,
+                         " bytes after the end of its gzip data (from byte ", in, " of ", gz.size(),
+                         ") that do not start another gzip member: the file is damaged or not one gzip file");
+            inflateReset(&zs);
+        } else if (rc == Z_BUF_ERROR && in == gz.size()) {  // no progress: it wants input that is not there
+            throw Error(concat(who, ": '", path, "' is truncated: its gzip data ends after ", gz.size(),
+                               " bytes, before the end of the compressed stream"));
+        } else if (rc != Z_OK) {  // Z_BUF_ERROR with input left and room (cannot happen) is taken as damage
+            throw Error(concat(who, ": corrupt gzip data in '", path, "' near byte ", in, ": ",
+                               zs.msg ? zs.msg : "zlib error " + std::to_string(rc)));
         }
-        if (n == 0) break;
-        used += static_cast<std::size_t>(n);
     }
-    int err = Z_OK;
-    const char* msg = gzerror(gc.f, &err);
-    DTRAIN_CHECK(err == Z_OK, who, ": truncated or corrupt gzip data in '", path,
-                 "': ", msg ? msg : "unknown zlib error");
-    gzFile f = gc.f;
-    gc.f = nullptr;
-    const int rc = gzclose(f);
-    DTRAIN_CHECK(rc == Z_OK, who, ": truncated or corrupt gzip data in '", path, "' (gzclose returned ", rc,
-                 ")");
     out.resize(used);
     return out;
+}
+
+/// Reads the whole of `path` into memory. A file starting with the gzip magic bytes 1f 8b is decompressed
+/// (gunzip_bytes: every member, nothing after the last); any other file is returned as it is. Throws
+/// dtrain::Error naming `who` and the file when it cannot be opened or read, is a directory, or is damaged
+/// gzip.
+inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* who) {
+    auto bytes = read_raw_bytes(path, who);
+    return gzip_magic_at(bytes, 0) ? gunzip_bytes(bytes, path, who) : bytes;
 }
 
 }  // namespace dtrain::detail
