@@ -7,7 +7,8 @@
 
 namespace dtrain {
 
-/// Number of rows of `scores` [batch, classes] whose arg-max (first on ties) equals the label.
+/// Number of rows of `scores` [batch, classes] whose arg-max (first on ties) equals the label. As in
+/// torch.argmax, NaN counts as the maximum: a row holding a NaN has the arg-max of its first NaN.
 template <class T>
 std::size_t count_correct(const Tensor<T>& scores, const Labels& labels) {
     DTRAIN_CHECK(scores.dimension() == 2 && scores.shape()[0] == labels.size(),
@@ -19,7 +20,7 @@ std::size_t count_correct(const Tensor<T>& scores, const Labels& labels) {
         const T* s = scores.data() + r * c;
         std::size_t best = 0;
         for (std::size_t j = 1; j < c; ++j)
-            if (s[j] > s[best]) best = j;
+            if (s[j] > s[best] || (s[j] != s[j] && s[best] == s[best])) best = j;
         correct += (static_cast<std::int64_t>(best) == labels(r)) ? 1 : 0;
     }
     return correct;

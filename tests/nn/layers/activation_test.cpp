@@ -69,3 +69,74 @@ TEST_CASE("Activations: values, names, and overflow-safe sigmoid", "[nn][activat
     CHECK(th.name() == "Tanh");
     CHECK(relu.output_shape({3, 4, 5}) == dtrain::Shape{3, 4, 5});
 }
+
+TEST_CASE("Activations: NaN and +-inf propagate like PyTorch", "[nn][activation][nonfinite]") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
+    const Tensor<double> x = {{nan, inf, -inf, -1.0, 2.0, -1.0, 2.0}};
+    const Tensor<double> g = {{0.5, 0.25, 4.0, 1.0, 2.0, nan, nan}};
+    Tensor<double> y, d;
+
+    // torch.relu is clamp_min(x, 0) = std::max(x, 0) on the CPU: relu(nan) = nan, relu(inf) = inf,
+    // relu(-inf) = 0. Its backward is threshold_backward(grad, result, 0) = result <= 0 ? 0 : grad, a
+    // select: at a NaN input result <= 0 is false, so the gradient passes (0.5 here, not 0); where x <= 0
+    // the gradient is 0 even when grad is NaN, and where x > 0 a NaN grad passes.
+    dtrain::ReLU<double> relu;
+    relu.forward(x, y, true);
+    CHECK(std::isnan(y(0, 0)));
+    CHECK(y(0, 1) == inf);
+    CHECK(y(0, 2) == 0.0);
+    CHECK(y(0, 3) == 0.0);
+    CHECK(y(0, 4) == 2.0);
+    relu.backward(x, y, g, d, true);
+    CHECK(d(0, 0) == 0.5);
+    CHECK(d(0, 1) == 0.25);
+    CHECK(d(0, 2) == 0.0);
+    CHECK(d(0, 3) == 0.0);
+    CHECK(d(0, 4) == 2.0);
+    CHECK(d(0, 5) == 0.0);
+    CHECK(std::isnan(d(0, 6)));
+
+    // torch.sigmoid: nan -> nan, inf -> 1, -inf -> 0; sigmoid_backward = grad * (1 - y) * y: 0 at +-inf,
+    // nan at a NaN input.
+    dtrain::Sigmoid<double> sig;
+    sig.forward(x, y, true);
+    CHECK(std::isnan(y(0, 0)));
+    CHECK(y(0, 1) == 1.0);
+    CHECK(y(0, 2) == 0.0);
+    sig.backward(x, y, g, d, true);
+    CHECK(std::isnan(d(0, 0)));
+    CHECK(d(0, 1) == 0.0);
+    CHECK(d(0, 2) == 0.0);
+
+    // torch.tanh: nan -> nan, +-inf -> +-1; tanh_backward = grad * (1 - y * y): 0 at +-inf.
+    dtrain::Tanh<double> th;
+    th.forward(x, y, true);
+    CHECK(std::isnan(y(0, 0)));
+    CHECK(y(0, 1) == 1.0);
+    CHECK(y(0, 2) == -1.0);
+    th.backward(x, y, g, d, true);
+    CHECK(std::isnan(d(0, 0)));
+    CHECK(d(0, 1) == 0.0);
+    CHECK(d(0, 2) == 0.0);
+
+    // The same in float, over a length that exercises the vectorised loops and their remainder.
+    Tensor<float> xf = Tensor<float>::from_shape({3, 13}), yf, gf, df;
+    for (std::size_t i = 0; i < xf.size(); ++i)
+        xf.data()[i] = i % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : float(i % 2 ? -1 : 1);
+    gf = Tensor<float>::from_shape({3, 13});
+    gf.fill(3.0f);
+    dtrain::ReLU<float> reluf;
+    reluf.forward(xf, yf, true);
+    reluf.backward(xf, yf, gf, df, true);
+    for (std::size_t i = 0; i < xf.size(); ++i) {
+        INFO("element " << i);
+        if (i % 3 == 0) {
+            CHECK(std::isnan(yf.data()[i]));
+            CHECK(df.data()[i] == 3.0f);
+        } else {
+            CHECK(yf.data()[i] == (i % 2 ? 0.0f : 1.0f));
+            CHECK(df.data()[i] == (i % 2 ? 0.0f : 3.0f));
+        }
+    }
+}

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <dtrain/nn/layers/conv2d.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
@@ -39,6 +42,39 @@ Tensor<double> naive_pool(const Tensor<double>& x, std::size_t k, std::size_t s,
                     y(n, c, i, j) = max ? acc : acc / double(k * k);
                 }
     return y;
+}
+
+// PyTorch's CPU max_pool2d (MaxPoolKernel.cpp): the running maximum starts at -inf with the window's first
+// index and takes a value when `val > maxval || isnan(val)`, scanning the window row by row. Returns the
+// outputs and the plane index of every window's arg-max.
+std::pair<Tensor<double>, std::vector<std::size_t>> torch_max_pool(const Tensor<double>& x, std::size_t k,
+                                                                   std::size_t s) {
+    const auto& sh = x.shape();
+    const std::size_t oh = (sh[2] - k) / s + 1, ow = (sh[3] - k) / s + 1;
+    Tensor<double> y = Tensor<double>::from_shape({sh[0], sh[1], oh, ow});
+    std::vector<std::size_t> idx;
+    for (std::size_t n = 0; n < sh[0]; ++n)
+        for (std::size_t c = 0; c < sh[1]; ++c)
+            for (std::size_t i = 0; i < oh; ++i)
+                for (std::size_t j = 0; j < ow; ++j) {
+                    double m = -std::numeric_limits<double>::infinity();
+                    std::size_t best = i * s * sh[3] + j * s;
+                    for (std::size_t a = 0; a < k; ++a)
+                        for (std::size_t b = 0; b < k; ++b) {
+                            const double v = x(n, c, i * s + a, j * s + b);
+                            if (v > m || std::isnan(v)) {
+                                m = v;
+                                best = (i * s + a) * sh[3] + j * s + b;
+                            }
+                        }
+                    y(n, c, i, j) = m;
+                    idx.push_back(best);
+                }
+    return {y, idx};
+}
+
+bool same(double a, double b) {
+    return a == b || (std::isnan(a) && std::isnan(b));
 }
 
 }  // namespace
@@ -138,4 +174,112 @@ TEST_CASE("Pool2d: names, shapes and errors", "[nn][pool2d][errors]") {
     });
     CHECK(contains(msg, "MaxPool2d(kernel=2, stride=2)"));
     CHECK(contains(msg, "[2, 4, 4]"));
+}
+
+TEST_CASE("MaxPool2d: a NaN anywhere in the window is the maximum and gets the gradient (PyTorch)",
+          "[nn][pool2d][nonfinite]") {
+    // torch.nn.functional.max_pool2d treats NaN as larger than everything (`val > max || isnan(val)`), so a
+    // window holding a NaN outputs NaN wherever the NaN is, and max_pool2d_with_indices_backward adds the
+    // window's gradient at the NaN; with several NaNs the last one in row-major scan order is the index.
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
+    const Tensor<double> x = {{{{1, nan, inf, 2, nan, 0}, {5, 3, 0, nan, nan, 1}}}};
+
+    // 2x2 fast path: windows [1 nan; 5 3] (NaN second), [inf 2; 0 nan] (NaN last, after an inf) and
+    // [nan 0; nan 1] (two NaNs: the index is the second, at (1, 4)).
+    MaxPool2d<double> mp(2);
+    Tensor<double> y, d, g = Tensor<double>::from_shape({1, 1, 1, 3});
+    mp.forward(x, y, true);
+    for (std::size_t j = 0; j < 3; ++j)
+        CHECK(std::isnan(y(0, 0, 0, j)));
+    g(0, 0, 0, 0) = 10, g(0, 0, 0, 1) = 20, g(0, 0, 0, 2) = 30;
+    mp.backward(x, y, g, d, true);
+    double sum = 0;
+    for (auto v : d)
+        sum += v;
+    CHECK(sum == 60.0);
+    CHECK(d(0, 0, 0, 1) == 10.0);
+    CHECK(d(0, 0, 1, 3) == 20.0);
+    CHECK(d(0, 0, 1, 4) == 30.0);
+
+    // General path (kernel 2, stride 1): five overlapping windows; their arg-maxes are (0, 1) twice,
+    // (1, 3), then (1, 4) twice (the last NaN of [2 nan; nan nan] and of [nan 0; nan 1]).
+    MaxPool2d<double> overlap(2, 1);
+    Tensor<double> g5 = Tensor<double>::from_shape({1, 1, 1, 5});
+    g5.fill(1.0);
+    overlap.forward(x, y, true);
+    for (std::size_t j = 0; j < 5; ++j)
+        CHECK(std::isnan(y(0, 0, 0, j)));
+    overlap.backward(x, y, g5, d, true);
+    CHECK(d(0, 0, 0, 1) == 2.0);
+    CHECK(d(0, 0, 1, 3) == 1.0);
+    CHECK(d(0, 0, 1, 4) == 2.0);
+    CHECK(d(0, 0, 0, 2) == 0.0);
+
+    // Infinities are ordinary values: an all -inf window outputs -inf (gradient to its first element), a
+    // +inf in the last position wins.
+    const Tensor<double> xi = {{{{-inf, -inf, 1, 2}, {-inf, -inf, 3, inf}}}};
+    Tensor<double> g2 = Tensor<double>::from_shape({1, 1, 1, 2});
+    g2(0, 0, 0, 0) = 1, g2(0, 0, 0, 1) = 2;
+    mp.forward(xi, y, true);
+    CHECK(y(0, 0, 0, 0) == -inf);
+    CHECK(y(0, 0, 0, 1) == inf);
+    mp.backward(xi, y, g2, d, true);
+    CHECK(d(0, 0, 0, 0) == 1.0);
+    CHECK(d(0, 0, 1, 3) == 2.0);
+}
+
+TEMPLATE_TEST_CASE("MaxPool2d: random NaN and inf inputs match PyTorch's rule (outputs and arg-max)",
+                   "[nn][pool2d][nonfinite]", float, double) {
+    // Wide rows so that the vectorised 2x2 loop runs several iterations plus its remainder.
+    Rng rng(12);
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
+    for (auto [k, s] : {std::pair<std::size_t, std::size_t>{2, 2}, {3, 2}, {2, 1}, {3, 3}}) {
+        Tensor<double> x = random_tensor<double>({2, 3, 8, 22}, rng);
+        for (auto& v : x) {
+            const double u = rng.uniform();
+            v = u < 0.15 ? nan : u < 0.2 ? inf : u < 0.25 ? -inf : double(TestType(v));
+        }
+        const auto [ref, idx] = torch_max_pool(x, k, s);
+        const Tensor<TestType> xt = x;
+        MaxPool2d<TestType> mp(k, s);
+        Tensor<TestType> y, d;
+        mp.forward(xt, y, true);
+        REQUIRE(y.shape() == ref.shape());
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < y.size(); ++i)
+            mismatches += same(double(y.data()[i]), ref.data()[i]) ? 0 : 1;
+        INFO("kernel " << k << " stride " << s);
+        CHECK(mismatches == 0);
+        // Distinct integer gradients, scattered to the reference arg-maxes, must be what backward gives.
+        Tensor<TestType> g = Tensor<TestType>::from_shape(y.shape());
+        Tensor<double> expect = Tensor<double>::from_shape(x.shape());
+        expect.fill(0.0);
+        const std::size_t plane = x.shape()[2] * x.shape()[3], per = y.shape()[2] * y.shape()[3];
+        for (std::size_t i = 0; i < g.size(); ++i) {
+            g.data()[i] = TestType(i + 1);
+            expect.data()[(i / per) * plane + idx[i]] += double(i + 1);
+        }
+        mp.backward(xt, y, g, d, true);
+        CHECK(dtrain::test::max_rel_diff(d, expect) == 0.0);
+    }
+}
+
+TEST_CASE("AvgPool2d: NaN and inf propagate through the window mean (PyTorch)", "[nn][pool2d][nonfinite]") {
+    // avg_pool2d sums the window: a NaN makes the mean NaN, an inf makes it inf, inf + -inf is NaN; its
+    // backward spreads grad / k^2 without looking at the input.
+    const double nan = std::numeric_limits<double>::quiet_NaN(),
+                 inf = std::numeric_limits<double>::infinity();
+    const Tensor<double> x = {{{{1, 2, inf, 1, inf, 0}, {3, nan, 2, 3, 0, -inf}}}};
+    AvgPool2d<double> ap(2);
+    Tensor<double> y, d, g = Tensor<double>::from_shape({1, 1, 1, 3});
+    ap.forward(x, y, true);
+    CHECK(std::isnan(y(0, 0, 0, 0)));
+    CHECK(y(0, 0, 0, 1) == inf);
+    CHECK(std::isnan(y(0, 0, 0, 2)));
+    g.fill(4.0);
+    ap.backward(x, y, g, d, true);
+    for (auto v : d)
+        CHECK(v == 1.0);
 }

@@ -46,15 +46,18 @@ public:
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Elementwise>(); }
 };
 
+// PyTorch's relu is clamp_min(x, 0), i.e. std::max(x, 0) = x < 0 ? 0 : x, so NaN (and -0.0) pass through;
+// its gradient is threshold_backward(g, relu(x), 0) = relu(x) <= 0 ? 0 : g, so a NaN input passes g
+// through (NaN <= 0 is false), +inf passes g and -inf gets 0. Both are one compare and a select.
 struct ReluFn {
     static std::string name() { return "ReLU"; }
     template <class T>
     static T f(T x) {
-        return x > T(0) ? x : T(0);
+        return x < T(0) ? T(0) : x;
     }
     template <class T>
     static T grad(T x, T, T g) {
-        return x > T(0) ? g : T(0);
+        return x <= T(0) ? T(0) : g;
     }
 };
 
@@ -84,15 +87,18 @@ struct TanhFn {
 
 }  // namespace detail
 
-/// Rectified linear unit, max(x, 0), elementwise; any input shape.
+/// Rectified linear unit, max(x, 0), elementwise; any input shape. Like torch.relu, a NaN input gives NaN
+/// (and +-inf give +inf and 0); backward passes the output gradient where x > 0 or x is NaN, 0 elsewhere.
 template <class T = float>
 using ReLU = detail::Elementwise<T, detail::ReluFn>;
 
-/// Logistic sigmoid 1 / (1 + exp(-x)), elementwise and overflow-safe; any input shape.
+/// Logistic sigmoid 1 / (1 + exp(-x)), elementwise and overflow-safe; any input shape. As in PyTorch, NaN
+/// gives NaN, +inf gives 1 and -inf 0 (gradient 0 there).
 template <class T = float>
 using Sigmoid = detail::Elementwise<T, detail::SigmoidFn>;
 
-/// Hyperbolic tangent, elementwise; any input shape.
+/// Hyperbolic tangent, elementwise; any input shape. As in PyTorch, NaN gives NaN and +-inf give +-1
+/// (gradient 0 there).
 template <class T = float>
 using Tanh = detail::Elementwise<T, detail::TanhFn>;
 

@@ -63,11 +63,20 @@ protected:
     std::array<std::size_t, 4> out_{};
 };
 
+/// Whether max pooling replaces the running maximum `m` by `v`: PyTorch's `v > m || isnan(v)`, written
+/// with a bitwise or so that it stays a branch-free compare-and-select the compiler vectorises.
+template <class T>
+bool max_takes(T v, T m) {
+    return bool(int(v > m) | int(v != v));
+}
+
 }  // namespace detail
 
 /// 2-D max pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default
 /// kernel), no padding. Forward records the arg-max of every window (first maximum on ties) and
-/// backward routes each output gradient to it.
+/// backward routes each output gradient to it. NaN counts as the maximum, as in PyTorch's max_pool2d
+/// (`val > max || isnan(val)`, scanning the window row by row): a window holding a NaN outputs NaN and
+/// its gradient goes to the NaN (the last one in scan order if there are several).
 template <class T = float>
 class MaxPool2d final : public detail::Pool2dBase<T> {
     using Base = detail::Pool2dBase<T>;
@@ -89,20 +98,20 @@ public:
             const T* xp = x + pl * h * w;
             for (std::size_t i = 0; i < oh; ++i) {
                 if (k == 2 && st == 2) {
-                    // Common case, branch-free: the first maximum of each 2x2 window.
+                    // Common case, branch-free: the first maximum of each 2x2 window (NaN wins).
                     const T* r0 = xp + 2 * i * w;
                     const T* r1 = r0 + w;
                     const Index row = Index(2 * i * w);
                     for (std::size_t j = 0; j < ow; ++j) {
                         const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
                         const Index col = Index(2 * j);
-                        const bool tb = b > a;
+                        const bool tb = detail::max_takes(b, a);
                         T m = tb ? b : a;
                         Index idx = tb ? col + 1 : col;
-                        const bool tc = c > m;
+                        const bool tc = detail::max_takes(c, m);
                         m = tc ? c : m;
                         idx = tc ? Index(w) + col : idx;
-                        const bool td = d > m;
+                        const bool td = detail::max_takes(d, m);
                         m = td ? d : m;
                         idx = td ? Index(w) + col + 1 : idx;
                         y[j] = m;
@@ -115,7 +124,7 @@ public:
                         for (std::size_t a = 0; a < k; ++a) {
                             const std::size_t r = (i * st + a) * w + j * st;
                             for (std::size_t b = 0; b < k; ++b) {
-                                if (xp[r + b] > m) {
+                                if (detail::max_takes(xp[r + b], m)) {
                                     m = xp[r + b];
                                     best = r + b;
                                 }

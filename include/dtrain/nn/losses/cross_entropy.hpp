@@ -14,6 +14,9 @@ namespace dtrain {
 /// Takes logits [batch, classes] and either integer labels in [0, classes) or one-hot / probability
 /// targets of the logits' shape. compute() returns the mean loss and writes dLoss/dlogits into `grad`
 /// (softmax - target) / batch. Throws on a label out of range, mismatched shapes, or a NaN/infinite loss.
+/// Non-finite logits propagate as in PyTorch's log_softmax (max shift, then exp-sum): a row holding a NaN
+/// or a +inf logit has a NaN loss and an all-NaN gradient row, so the mean loss is NaN and compute()
+/// throws; rows without one are unaffected.
 template <class T = float>
 class SoftmaxCrossEntropy {
 public:

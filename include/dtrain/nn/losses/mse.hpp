@@ -11,7 +11,8 @@ namespace dtrain {
 /// Mean squared error over all elements (PyTorch's MSELoss with reduction='mean'):
 /// L = sum((out - target)^2) / (batch * width). With integer labels the target is the one-hot encoding
 /// (the L2 loss of the Go report). compute() returns L and writes dL/dout into `grad`. Throws on
-/// mismatched shapes, a label out of range, or a NaN/infinite loss.
+/// mismatched shapes, a label out of range, or a NaN/infinite loss. A NaN or infinite output gives a NaN
+/// or infinite gradient element, as in PyTorch, and a non-finite loss (so compute() throws).
 template <class T = float>
 class MeanSquaredError {
 public:
