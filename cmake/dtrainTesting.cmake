@@ -1,8 +1,49 @@
+# What dtrain's tests need from the MPI that runs them, and dtrain_add_test.
+#
+# DTRAIN_MPI_VENDOR          MPICH, OpenMPI or unknown, from `${MPIEXEC_EXECUTABLE} --version`
+# DTRAIN_MPIEXEC_PREFLAGS    MPIEXEC_PREFLAGS plus what the MPI needs to run any rank count on any machine:
+#                            Open MPI refuses more ranks than cores unless given --oversubscribe (as
+#                            KaMPIng's KaTestrophe adds MPIEXEC_OVERSUBSCRIBE_FLAG for Open MPI only);
+#                            MPICH (Hydra) oversubscribes without a flag.
+# DTRAIN_TEST_ENVIRONMENT    environment of every test of dtrain_add_test: one BLAS thread per rank; with
+#                            Open MPI, permission to run as root (OMPI_ALLOW_RUN_AS_ROOT and its
+#                            confirmation: Open MPI's mpiexec refuses root otherwise, and CI runs as root;
+#                            no effect for other users) and oversubscription for the mpiexec that test
+#                            scripts start themselves; with DTRAIN_SANITIZERS, ASAN_OPTIONS=detect_leaks=0
+#                            (MPICH and UCX leak at exit on their own; see the README) and UBSan stack
+#                            traces.
+# scripts/test.sh exports the same variables for the tests that call mpiexec themselves.
+function(_dtrain_detect_mpi_vendor var)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 30)
+  if("${out}${err}" MATCHES "Open MPI|OpenRTE")
+    set(${var} OpenMPI PARENT_SCOPE)
+  elseif("${out}${err}" MATCHES "HYDRA|MPICH")
+    set(${var} MPICH PARENT_SCOPE)
+  else()
+    set(${var} unknown PARENT_SCOPE)
+  endif()
+endfunction()
+
+_dtrain_detect_mpi_vendor(DTRAIN_MPI_VENDOR)
+message(STATUS "dtrain tests run with ${DTRAIN_MPI_VENDOR} (${MPIEXEC_EXECUTABLE})")
+set(DTRAIN_MPIEXEC_PREFLAGS ${MPIEXEC_PREFLAGS})
+set(DTRAIN_TEST_ENVIRONMENT OPENBLAS_NUM_THREADS=1)
+if(DTRAIN_MPI_VENDOR STREQUAL "OpenMPI")
+  list(APPEND DTRAIN_MPIEXEC_PREFLAGS --oversubscribe)
+  list(APPEND DTRAIN_TEST_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+       OMPI_MCA_rmaps_base_oversubscribe=1)
+endif()
+if(DTRAIN_SANITIZERS)
+  list(APPEND DTRAIN_TEST_ENVIRONMENT ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1)
+endif()
+
 # dtrain_add_test(<name> SOURCES <files...> [RANKS <n...>] [TIMEOUT <s>] [LABELS <l...>])
 #
 # Builds one test executable from SOURCES plus the shared MPI Catch2 main and registers it once per
-# process count as <name>.np<n>, run through mpiexec.mpich (MPIEXEC_EXECUTABLE). RANKS defaults to 1.
-# Each registration gets a TIMEOUT (default 120 s) so a hang fails instead of blocking CI.
+# process count as <name>.np<n>, run through MPIEXEC_EXECUTABLE (mpiexec.mpich or mpiexec.openmpi) with
+# DTRAIN_MPIEXEC_PREFLAGS and DTRAIN_TEST_ENVIRONMENT. RANKS defaults to 1. Each registration gets a
+# TIMEOUT (default 120 s) so a hang fails instead of blocking CI.
 function(dtrain_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;RANKS;LABELS" ${ARGN})
   if(NOT T_RANKS)
@@ -15,10 +56,10 @@ function(dtrain_add_test name)
   target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::dtrain dtrain_warnings)
   foreach(np IN LISTS T_RANKS)
     add_test(NAME ${name}.np${np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${DTRAIN_MPIEXEC_PREFLAGS}
                      $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
     set_tests_properties(${name}.np${np} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${np}
                          LABELS "np${np};${T_LABELS}"
-                         ENVIRONMENT "OPENBLAS_NUM_THREADS=1;DTRAIN_TEST_NAME=${name}.np${np}")
+                         ENVIRONMENT "${DTRAIN_TEST_ENVIRONMENT};DTRAIN_TEST_NAME=${name}.np${np}")
   endforeach()
 endfunction()

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
 # Idempotent: when everything is present it only checks and returns (no apt-get update).
-# Usage: scripts/install-deps.sh [--plot] [--torch]
-#   --plot   also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
-#   --torch  also python3-torch (only for the PyTorch comparison benchmark)
+# Usage: scripts/install-deps.sh [--openmpi] [--plot] [--torch]
+#   --openmpi  also Open MPI 4.1 (openmpi-bin, libopenmpi-dev), dtrain's second supported MPI, for
+#              scripts/test.sh's openmpi configuration. Debian then makes Open MPI the default mpiexec and
+#              mpicxx (update-alternatives); dtrain's scripts name MPICH's explicitly, and
+#              `update-alternatives --set mpirun /usr/bin/mpirun.mpich` (and `--set mpi /usr/bin/mpicc.mpich`)
+#              makes MPICH the default again.
+#   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
+#   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
       python3-sklearn)
 for a in "$@"; do
   case "$a" in
+    --openmpi) pkgs+=(openmpi-bin libopenmpi-dev) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
-    *) echo "install-deps.sh: unknown option '$a' (known: --plot --torch)" >&2; exit 2 ;;
+    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --plot --torch)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -1,10 +1,9 @@
 // Steady-state training with DistOptimizer performs no C++ heap allocation: the global operator new is
-// replaced by a counting one, and the count must not change over backward() + step() after warm-up.
+// replaced by a counting one (tests/optim/alloc_counter.hpp, every form of new and delete), and the count
+// must not change over backward() + step() after warm-up.
 #include <catch2/catch.hpp>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
+#include <cstddef>
 #include <string>
 
 #include <dtrain/comm/collective.hpp>
@@ -15,26 +14,8 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/optim/sgd.hpp>
+#include <optim/alloc_counter.hpp>
 #include <support/test_utils.hpp>
-
-namespace {
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
-
-// GCC cannot see that these replacements pair malloc with free.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-void* operator new(std::size_t n) {
-    ++g_allocations;
-    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
 
 TEMPLATE_TEST_CASE("DistOptimizer::step and the overlapped backward do not allocate in steady state",
                    "[dist][sync][alloc]", dtrain::Collective, dtrain::Ring, dtrain::Naive) {
@@ -60,18 +41,18 @@ TEMPLATE_TEST_CASE("DistOptimizer::step and the overlapped backward do not alloc
         opt.zero_grad();
         for (std::size_t j = 0; j < accum; ++j) {
             loss.compute(model.forward(x), y, grad);
-            const std::size_t a = g_allocations;
+            const std::size_t a = dtrain::test::allocation_count;
             model.backward(grad);
-            if (s >= 2) in_backward += g_allocations - a;
+            if (s >= 2) in_backward += dtrain::test::allocation_count - a;
         }
-        const std::size_t a = g_allocations;
+        const std::size_t a = dtrain::test::allocation_count;
         opt.step();
-        if (s >= 2) in_step += g_allocations - a;
+        if (s >= 2) in_step += dtrain::test::allocation_count - a;
     }
     // The counter does see allocations (so the checks below can fail).
-    const std::size_t before = g_allocations;
+    const std::size_t before = dtrain::test::allocation_count;
     std::string probe(64 + std::size_t(dtrain::test::world_rank()), 'x');
-    CHECK(g_allocations > before);
+    CHECK(dtrain::test::allocation_count > before);
     CHECK(in_backward == 0);
     CHECK(in_step == 0);
 }
