@@ -1,16 +1,15 @@
 // The checkpoint loader against hostile files: truncation at every position, a flipped byte at every
 // position, every size field set to huge values with a valid checksum, an empty file and a directory. Each
 // case must end in a dtrain::Error (never another exception, a crash or a large allocation) and leave the
-// model and the optimizer as they were. Own program: it replaces operator new to bound every allocation.
+// model and the optimizer as they were. Own program: it replaces operator new (tests/support/fuzz.hpp) to bound every allocation.
+#define DTRAIN_FUZZ_REPLACE_NEW
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -23,48 +22,7 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/dropout.hpp>
 #include <dtrain/optim/adam.hpp>
-
-namespace {
-std::atomic<std::size_t> largest_allocation{0};
-constexpr std::size_t allocation_limit = std::size_t(64) << 20;
-}  // namespace
-
-// Bounded global allocation: an allocation beyond the limit is recorded and refused (std::bad_alloc, which
-// the test then sees as the wrong exception type).
-void* operator new(std::size_t n) {
-    if (n > largest_allocation.load()) largest_allocation = n;
-    if (n > allocation_limit) throw std::bad_alloc();
-    if (void* p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-    if (n > largest_allocation.load()) largest_allocation = n;
-    return n > allocation_limit ? nullptr : std::malloc(n ? n : 1);
-}
-void* operator new[](std::size_t n) {
-    return operator new(n);
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
-    return operator new(n, t);
-}
-void operator delete(void* p) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-    std::free(p);
-}
-void operator delete[](void* p, const std::nothrow_t&) noexcept {
-    std::free(p);
-}
+#include <support/fuzz.hpp>
 
 namespace {
 
@@ -152,7 +110,8 @@ TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::E
     }
     const std::vector<char> good = read_all(path);
     REQUIRE(load(good, work).empty());
-    largest_allocation = 0;
+    // Nothing beyond what the file justifies: a larger allocation is refused (and reported below).
+    dtrain::test::fuzz::AllocationLimit limit(4 * good.size() + 4096);
 
     std::size_t cases = 0, wrong = 0;
     auto expect_error = [&](const std::vector<char>& bytes, const std::string& what) {
@@ -185,7 +144,7 @@ TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::E
     }
     CHECK(wrong == 0);
     CHECK(cases == 2 * good.size() + 28);  // truncations, flips, 7 size fields x 4 values
-    CHECK(largest_allocation.load() <= 4 * good.size() + 4096);  // nothing beyond what the file justifies
+    CHECK(limit.violation() == "");
 
     std::filesystem::create_directory(work + ".dir");
     Model<float> model = make_model();
