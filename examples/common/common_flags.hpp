@@ -61,7 +61,9 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
         ->type_name("PATH");
     app.add_option("--timeline", f.timeline, "write a Chrome trace of every rank (open in ui.perfetto.dev)")
         ->type_name("PATH");
-    app.add_option("--progress", f.progress, "live progress bar: auto = when stdout is a terminal")
+    app.add_option(
+           "--progress", f.progress,
+           "live progress bar: auto = when the output reaches a terminal (also through mpiexec), not in logs")
         ->check(CLI::IsMember({"auto", "on", "off"}));
     add_number(app, "--steps", f.steps, "stop each epoch after this many steps per worker (0 = whole epoch)");
     app.add_flag("--eval", f.eval, "evaluate on the test set after every epoch (--eval=false to skip)");

@@ -78,7 +78,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
         }
     };
     const bool printer = dopt.is_worker() && dopt.worker_rank() == 0;
-    const bool live = f.progress == "on" || (f.progress == "auto" && dtrain::stdout_is_terminal());
+    const bool live = f.progress == "on" || (f.progress == "auto" && dtrain::output_is_interactive());
     dtrain::ProgressBar bar(std::cout, printer && live);
     dtrain::CsvLog csv;
     if (!f.log.empty())
@@ -170,7 +170,9 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                           {dopt.global_sum(tr.loss_sum), dopt.global_sum(tr.correct),
                            dopt.global_sum(tr.samples)}});
                 if (step == f.stop_after_step) return;  // as if interrupted: every rank at the same step
-                bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples, std::size_t(tr.samples));
+                // Equal shards: the job's samples so far are this worker's times the workers (the epoch line's rate).
+                bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples,
+                           std::size_t(tr.samples) * std::size_t(wn));
             }
             const double train_time = MPI_Wtime() - t0;
             bar.finish();

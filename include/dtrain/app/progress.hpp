@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <ostream>
 #include <string>
 
@@ -14,9 +15,69 @@
 namespace dtrain {
 
 /// True when the C stdout stream is a terminal (isatty), i.e. a live progress bar makes sense. False when
-/// stdout goes to a file, a pipe, CI logs or through mpiexec's output forwarding to a non-terminal.
+/// stdout goes to a file, a pipe, CI logs or through mpiexec's output forwarding (see
+/// output_is_interactive()).
 inline bool stdout_is_terminal() {
     return ::isatty(::fileno(stdout)) == 1;
+}
+
+namespace detail {
+
+/// The parent process id of `pid` from /proc (0 when it cannot be read).
+inline long parent_pid(long pid) {
+    const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+    std::FILE* f = std::fopen(stat.c_str(), "r");
+    if (f == nullptr) return 0;
+    char buf[512] = {};
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so parse after the last ')'.
+    const char* close = std::strrchr(buf, ')');
+    if (close == nullptr || std::size_t(close - buf) >= n) return 0;
+    long ppid = 0;
+    return std::sscanf(close + 1, " %*c %ld", &ppid) == 1 ? ppid : 0;
+}
+
+/// True when process `pid` is an MPI launcher (mpiexec, mpirun, orterun, prterun and their .mpich / .openmpi
+/// / .hydra names).
+inline bool is_launcher(long pid) {
+    const std::string comm_path = "/proc/" + std::to_string(pid) + "/comm";
+    std::FILE* f = std::fopen(comm_path.c_str(), "r");
+    if (f == nullptr) return false;
+    char comm[64] = {};
+    const bool ok = std::fgets(comm, sizeof comm, f) != nullptr;
+    std::fclose(f);
+    if (!ok) return false;
+    for (const char* name : {"mpiexec", "mpirun", "orterun", "prterun"})
+        if (std::strncmp(comm, name, std::strlen(name)) == 0) return true;
+    return false;
+}
+
+/// True when file descriptor 1 of process `pid` is a terminal device (/dev/pts/N, /dev/ttyN, /dev/console).
+inline bool stdout_of_is_terminal(long pid) {
+    const std::string fd = "/proc/" + std::to_string(pid) + "/fd/1";
+    char target[256] = {};
+    const ssize_t n = ::readlink(fd.c_str(), target, sizeof target - 1);
+    if (n <= 0) return false;
+    const std::string t(target, std::size_t(n));
+    return t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0 || t == "/dev/console";
+}
+
+}  // namespace detail
+
+/// True when what this process prints reaches a person at a terminal: stdout is a terminal, or the process
+/// was started (directly or through a proxy such as hydra_pmi_proxy, up to 4 generations) by an MPI
+/// launcher whose own stdout is a terminal, which forwards the ranks' output there through pipes. False in
+/// batch jobs and logs (output redirected to a file or a pipe), and for ranks on another host than the
+/// launcher (their ancestors are the remote shell's). Reads /proc (Linux); elsewhere stdout_is_terminal().
+inline bool output_is_interactive() {
+    if (stdout_is_terminal()) return true;
+    long pid = long(::getppid());
+    for (int generation = 0; generation < 4 && pid > 1; ++generation) {
+        if (detail::is_launcher(pid)) return detail::stdout_of_is_terminal(pid);
+        pid = detail::parent_pid(pid);
+    }
+    return false;
 }
 
 /// Formats a duration in seconds as "1h02m03s", "2m05s" or "7.3s".
@@ -37,15 +98,16 @@ inline std::string format_duration(double seconds) {
 ///
 ///     epoch 3/10 [=========>          ] batch 412/938 loss 0.3121 acc 88.72% 5321 samples/s ETA 9.8s
 ///
-/// It draws only when live (by default: when stdout is a terminal, see stdout_is_terminal()), so programs
+/// It draws only when live (by default: when the output reaches a terminal, also through mpiexec; see
+/// output_is_interactive()), so programs
 /// call it unconditionally and get plain one-line-per-epoch output in logs. Redraws are throttled (at most
 /// every `min_interval` seconds, plus the last batch), so calling update() every batch costs a clock read;
 /// only a redraw formats text. Not thread-safe; use it from one thread of one rank (rank 0).
 class ProgressBar {
 public:
-    /// A bar writing to `os`, drawing only when `live` (default: stdout is a terminal), redrawing at most
-    /// every `min_interval` seconds.
-    explicit ProgressBar(std::ostream& os, bool live = stdout_is_terminal(), double min_interval = 0.1)
+    /// A bar writing to `os`, drawing only when `live` (default: output_is_interactive()), redrawing at
+    /// most every `min_interval` seconds.
+    explicit ProgressBar(std::ostream& os, bool live = output_is_interactive(), double min_interval = 0.1)
         : os_(&os), live_(live), min_interval_(min_interval) {}
 
     /// True when the bar draws.
@@ -62,8 +124,10 @@ public:
     }
 
     /// Reports that batch `done` (1-based) of the epoch finished, with the running mean loss, running
-    /// accuracy in [0, 1] and the number of samples processed so far in this epoch (by this rank). Redraws
-    /// when live and the throttle interval passed or this is the last batch.
+    /// accuracy in [0, 1] and the number of samples processed so far in this epoch by ALL ranks (in data-
+    /// parallel training with equal shards: this rank's count times the number of workers), so that the
+    /// bar's samples/s is the job's, as in the epoch summary. Redraws when live and the throttle interval
+    /// passed or this is the last batch.
     void update(std::size_t done, double loss, double accuracy, std::size_t samples) {
         if (!live_) return;
         const auto now = Clock::now();
