@@ -1,10 +1,12 @@
-// Errors of include/dtrain/data/transform.hpp: bad arguments, use before fit() and shape mismatches name the
-// transform and the offending value or shape.
+// include/dtrain/data/transform.hpp: state() round trips, and errors (bad arguments, use before fit() and
+// shape mismatches name the transform and the offending value or shape).
 #include <catch2/catch.hpp>
 
 #include <dtrain/data/transform.hpp>
 
 using Catch::Contains;
+using dtrain::MinMaxScaler;
+using dtrain::Standardizer;
 using dtrain::Tensor;
 
 TEST_CASE("Standardizer::fit needs batch-first features with samples", "[data][transform][errors]") {
@@ -52,4 +54,30 @@ TEST_CASE("ChannelNormalizer: statistics, fit and apply errors", "[data][transfo
     x.fill(0.5f);
     CHECK_NOTHROW(c.fit(x));
     CHECK_NOTHROW(c.apply(x));
+}
+
+TEST_CASE("Standardizer and MinMaxScaler: state() and from_state() restore the same transform",
+          "[data][transform]") {
+    Tensor<float> x = {{1.0f, 10.0f, 5.0f}, {3.0f, 30.0f, 5.0f}, {2.0f, -20.0f, 5.0f}};
+    Standardizer z;
+    z.fit(x);
+    MinMaxScaler m(-1.0f, 1.0f);
+    m.fit(x);
+    const Tensor<float> sample = {{2.5f, 0.0f, 7.0f}};
+    Tensor<float> a = sample, b = sample, c = sample, d = sample;
+    z.apply(a);
+    Standardizer::from_state(z.state()).apply(b);
+    CHECK((a == b));
+    m.apply(c);
+    MinMaxScaler::from_state(m.state()).apply(d);
+    CHECK((c == d));
+    CHECK(z.state().size() == 6);
+    CHECK(m.state().size() == 8);
+    CHECK_THROWS_WITH(Standardizer::from_state({1.0, 2.0, 3.0}), Contains("an even number of values"));
+    CHECK_THROWS_WITH(Standardizer::from_state({1.0, 0.0}),
+                      Contains("feature 0 has mean 1 and standard deviation 0"));
+    CHECK_THROWS_WITH(MinMaxScaler::from_state({1.0, 0.0}), Contains("need lo < hi"));
+    CHECK_THROWS_WITH(MinMaxScaler::from_state({0.0, 1.0, 5.0, 4.0}),
+                      Contains("feature 0 has minimum 5 above its maximum 4"));
+    CHECK_THROWS_WITH(Standardizer().apply(a), Contains("call fit()"));
 }

@@ -68,6 +68,32 @@ public:
     /// Fitted standard deviation of every feature (1 for constant features).
     const std::vector<float>& stddev() const { return std_; }
 
+    /// The fitted statistics as one array (every mean, then every standard deviation), e.g. to keep in a
+    /// model file's extras (save_model) next to the model; empty before fit().
+    std::vector<double> state() const {
+        std::vector<double> s(mean_.begin(), mean_.end());
+        s.insert(s.end(), std_.begin(), std_.end());
+        return s;
+    }
+
+    /// A fitted standardiser from state(); throws dtrain::Error naming the problem when `s` is empty, of odd
+    /// length or holds a standard deviation that is not positive and finite.
+    static Standardizer from_state(const std::vector<double>& s) {
+        DTRAIN_CHECK(!s.empty() && s.size() % 2 == 0, "Standardizer::from_state: need the means and the ",
+                     "standard deviations (an even number of values, at least 2), got ", s.size(), " values");
+        Standardizer z;
+        const std::size_t m = s.size() / 2;
+        for (std::size_t j = 0; j < m; ++j) {
+            DTRAIN_CHECK(std::isfinite(s[m + j]) && s[m + j] > 0.0 && std::isfinite(s[j]),
+                         "Standardizer::from_state: feature ", j, " has mean ", s[j],
+                         " and standard deviation ", s[m + j],
+                         " (need finite values and a positive deviation)");
+            z.mean_.push_back(static_cast<float>(s[j]));
+            z.std_.push_back(static_cast<float>(s[m + j]));
+        }
+        return z;
+    }
+
 private:
     std::vector<float> mean_, std_;
 };
@@ -120,6 +146,32 @@ public:
     const std::vector<float>& min() const { return min_; }
     /// Fitted maximum of every feature.
     const std::vector<float>& max() const { return max_; }
+
+    /// The range and the fitted statistics as one array (lo, hi, every minimum, then every maximum), e.g. to
+    /// keep in a model file's extras; only lo and hi before fit().
+    std::vector<double> state() const {
+        std::vector<double> s{lo_, hi_};
+        s.insert(s.end(), min_.begin(), min_.end());
+        s.insert(s.end(), max_.begin(), max_.end());
+        return s;
+    }
+
+    /// A scaler from state(); throws dtrain::Error naming the problem when `s` has no lo < hi, an odd number
+    /// of statistics, or a minimum above its maximum.
+    static MinMaxScaler from_state(const std::vector<double>& s) {
+        DTRAIN_CHECK(s.size() >= 2 && s.size() % 2 == 0,
+                     "MinMaxScaler::from_state: need lo, hi, the minima and ",
+                     "the maxima (an even number of values, at least 2), got ", s.size(), " values");
+        MinMaxScaler r(static_cast<float>(s[0]), static_cast<float>(s[1]));
+        const std::size_t m = (s.size() - 2) / 2;
+        for (std::size_t j = 0; j < m; ++j) {
+            DTRAIN_CHECK(s[2 + j] <= s[2 + m + j], "MinMaxScaler::from_state: feature ", j, " has minimum ",
+                         s[2 + j], " above its maximum ", s[2 + m + j]);
+            r.min_.push_back(static_cast<float>(s[2 + j]));
+            r.max_.push_back(static_cast<float>(s[2 + m + j]));
+        }
+        return r;
+    }
 
 private:
     float lo_, hi_;

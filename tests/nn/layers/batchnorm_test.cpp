@@ -144,6 +144,7 @@ TEST_CASE("BatchNorm1d: names, ranges and errors", "[nn][batchnorm][errors]") {
     });
     CHECK(contains(msg, "BatchNorm1d(3)"));
     CHECK(contains(msg, "more than one value"));
+    CHECK(contains(msg, "drop_last = true"));  // the usual cause: a last batch of one sample
     m.eval();
     Tensor<float> x1 = Tensor<float>::from_shape({1, 4});
     CHECK_NOTHROW(m.forward(x1));

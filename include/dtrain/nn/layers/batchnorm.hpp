@@ -79,7 +79,9 @@ public:
         training_ = training;
         if (training) {
             DTRAIN_CHECK(count > 1, name(), ": training needs more than one value per channel, got input ",
-                         detail::shape_str(in.shape()));
+                         detail::shape_str(in.shape()),
+                         " (a last batch of one sample? drop it with LoaderOptions::drop_last = true, or "
+                         "choose a batch size that does not leave one)");
             std::fill(acc1_.begin(), acc1_.end(), 0.0);
             std::fill(acc2_.begin(), acc2_.end(), 0.0);
             for_each(n, inner, [&](std::size_t c, std::size_t i) { acc1_[c] += double(x[i]); });
