@@ -41,6 +41,7 @@ struct CommonFlags {
     bool eval = true;
     double min_accuracy = -1.0;
     std::string checkpoint;
+    std::string save_model;  // a model file to write after training (the programs that offer --save-model)
     std::size_t checkpoint_every = 0;
     std::size_t stop_after_step = 0;
 };
@@ -98,13 +99,14 @@ dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
 }
 
 /// Throws dtrain::Error naming the flag when rank 0 cannot write one of the output files the flags ask for
-/// (--log, --timeline, --checkpoint): found now, not after training. Files it creates to try are removed.
+/// (--log, --timeline, --checkpoint, --save-model): found now, not after training. Files it creates to try are removed.
 inline void check_output_paths(const CommonFlags& f) {
     if (dtrain::world_rank() != 0) return;
     const std::pair<const char*, std::string> outputs[] = {
         {"--log", f.log},
         {"--timeline", f.timeline},
-        {"--checkpoint", f.checkpoint.empty() ? "" : f.checkpoint + ".tmp"}};
+        {"--checkpoint", f.checkpoint.empty() ? "" : f.checkpoint + ".tmp"},
+        {"--save-model", f.save_model.empty() ? "" : f.save_model + ".tmp"}};
     for (const auto& [flag, path] : outputs) {
         if (path.empty()) continue;
         const bool existed = std::filesystem::exists(path);

@@ -3,6 +3,7 @@
 //   mpiexec.mpich -n 2 ./iris_mlp                # defaults: ReLU, cross-entropy, Adam; >= 95% test acc
 //   mpiexec.mpich -n 3 ./iris_mlp --comm async --masters 1 --staleness 2
 //   mpiexec.mpich -n 2 ./iris_mlp --preset go           # the Go report's settings
+//   mpiexec.mpich -n 2 ./iris_mlp --save-model iris.model && ./iris_predict --model iris.model
 //
 // The 150 rows are split (stratified, seeded) into a training and a held-out test part; the training
 // part is divided equally between the workers every epoch. Rank 0 prints loss and accuracy per epoch.
@@ -13,6 +14,7 @@
 
 #include <dtrain/dtrain.hpp>
 
+#include "../common/iris_network.hpp"
 #include "../common/train_classifier.hpp"
 
 #ifndef DTRAIN_IRIS_CSV
@@ -32,16 +34,6 @@ struct IrisFlags {
     bool standardize = true;
     std::string preset = "default";
 };
-
-// Appends one hidden activation of kind `a` to `model`.
-void add_activation(dtrain::Model<float>& model, const std::string& a) {
-    if (a == "sigmoid")
-        model.add(dtrain::Sigmoid<float>());
-    else if (a == "tanh")
-        model.add(dtrain::Tanh<float>());
-    else
-        model.add(dtrain::ReLU<float>());
-}
 
 template <class Policy, class Opt>
 example::TrainResult run(dtrain::Model<float>& model, Opt opt, const IrisFlags& i,
@@ -86,6 +78,10 @@ int main(int argc, char** argv) {
                  "z-score the features with the training split's statistics (--standardize=false: raw)");
     app.add_option("--preset", i.preset, "settings preset; explicit flags override it")
         ->check(CLI::IsMember({"default", "go"}));
+    app.add_option("--save-model", f.save_model,
+                   "after training, write the model, the features' statistics and the class names to PATH "
+                   "(for iris_predict)")
+        ->type_name("PATH");
     const int status = example::parse_flags(app, f, argc, argv);
     if (status != example::keep_going) return status;
     if (i.preset == "go") {  // the Go report's settings, unless given explicitly
@@ -113,19 +109,14 @@ int main(int argc, char** argv) {
         if (env.rank() == 0) std::cerr << "iris_mlp: error: " << e.what() << "\n";
         return 2;
     }
+    dtrain::Standardizer z;
     if (i.standardize) {
-        dtrain::Standardizer z;
         z.fit(train.features);
         z.apply(train.features);
         z.apply(test.features);
     }
 
-    dtrain::Model<float> model({4}, f.seed);
-    model.add(dtrain::Dense<float>(4, 30));
-    add_activation(model, i.activation);
-    model.add(dtrain::Dense<float>(30, 20));
-    add_activation(model, i.activation);
-    model.add(dtrain::Dense<float>(20, 3));
+    dtrain::Model<float> model = example::iris_network(i.activation, f.seed);
     if (env.rank() == 0) {
         std::printf(
             "iris_mlp: preset %s, %s activations, %s loss, %s lr %g%s, %d epochs, %s features\n",
@@ -142,5 +133,21 @@ int main(int argc, char** argv) {
                                i, train, test, f);
         return run<Policy>(model, dtrain::Adam<float>(dtrain::AdamOptions().lr(f.lr)), i, train, test, f);
     });
+    if (!f.save_model.empty()) {  // what iris_predict needs to rebuild and use the model
+        dtrain::ModelExtras extras;
+        if (i.standardize) extras.arrays["standardizer"] = z.state();
+        extras.texts["activation"] = i.activation;
+        std::string classes;
+        for (const std::string& name : train.class_names)
+            classes += name + "\n";
+        extras.texts["classes"] = classes;
+        try {
+            dtrain::save_model(f.save_model, model, extras);
+        } catch (const dtrain::Error& e) {  // thrown on every rank
+            if (env.rank() == 0) std::cerr << "iris_mlp: error: " << e.what() << "\n";
+            return 2;
+        }
+        if (env.rank() == 0) std::printf("model written to %s\n", f.save_model.c_str());
+    }
     return example::accuracy_status(f, result);
 }

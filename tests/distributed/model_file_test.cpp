@@ -46,12 +46,16 @@ TEST_CASE("save_model / load_model round trip: parameters, state, extra state, e
     dtrain::Rng rng(9);
     for (auto& v : trained.state())  // BatchNorm running statistics as training would leave them
         v = float(rng.uniform(0.5, 1.5));
-    const dtrain::ModelExtras extras = {{"standardizer.mean", {1.5, -2.0}}, {"classes", {}}};
+    dtrain::ModelExtras extras;
+    extras.arrays = {{"standardizer", {1.5, -2.0, 0.5, 2.0}}, {"empty", {}}};
+    extras.texts = {{"classes", "setosa\nversicolor\nvirginica"}, {"note", ""}};
     dtrain::save_model(path, trained, extras);
 
     Model<float> fresh = make_model(2);  // other initial values
     const dtrain::ModelExtras read = dtrain::load_model(path, fresh);
     CHECK(read == extras);
+    CHECK(read.texts.at("classes") == "setosa\nversicolor\nvirginica");
+    CHECK(dtrain::read_model_extras(path) == extras);  // without a model
     CHECK(std::equal(fresh.parameters().begin(), fresh.parameters().end(), trained.parameters().begin()));
     CHECK(std::equal(fresh.state().begin(), fresh.state().end(), trained.state().begin()));
     CHECK(fresh.extra_state() == trained.extra_state());

@@ -23,15 +23,38 @@
 
 namespace dtrain {
 
-/// Named arrays kept in a model file next to the model: a Standardizer's statistics
-/// (`Standardizer::state()`), the class names' order, a program's own settings.
-using ModelExtras = std::map<std::string, std::vector<double>>;
+/// What a model file keeps next to the model, so that an inference program needs nothing else.
+struct ModelExtras {
+    /// Named arrays: a Standardizer's statistics (`Standardizer::state()`), a program's numeric settings.
+    std::map<std::string, std::vector<double>> arrays;
+    /// Named texts: the class names (e.g. one per line), a description of the expected input.
+    std::map<std::string, std::string> texts;
+
+    /// True when both hold the same arrays and texts.
+    friend bool operator==(const ModelExtras& a, const ModelExtras& b) {
+        return a.arrays == b.arrays && a.texts == b.texts;
+    }
+};
 
 namespace detail {
 
 /// File signature and format version of dtrain model files.
 inline constexpr char model_magic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'M', 'D'};
 inline constexpr std::uint64_t model_version = 1;
+
+/// Reads the extras of a model file (the fields after the layers).
+inline ModelExtras read_extras(CheckpointReader& in) {
+    ModelExtras extras;
+    for (std::uint64_t k = 0, n = in.u64("the number of extra arrays"); k < n; ++k) {
+        std::string name = in.text("an extra array's name");
+        extras.arrays[name] = in.values<double>("an extra array's values");
+    }
+    for (std::uint64_t k = 0, n = in.u64("the number of extra texts"); k < n; ++k) {
+        std::string name = in.text("an extra text's name");
+        extras.texts[name] = in.text("an extra text");
+    }
+    return extras;
+}
 
 }  // namespace detail
 
@@ -55,14 +78,19 @@ void save_model(const std::string& path, const Model<T>& model, const ModelExtra
         out.u64(detail::model_version);
         out.u64(sizeof(T));
         out.text(detail::pack_facts(facts));
-        out.values(model.parameters().data(), model.parameters().size());
-        out.values(model.state().data(), model.state().size());
-        out.values(extra.data(), extra.size());
-        out.u64(extras.size());
-        for (const auto& [name, values] : extras) {
+        out.u64(extras.arrays.size());  // the extras first: read_model_extras() stops after them
+        for (const auto& [name, values] : extras.arrays) {
             out.text(name);
             out.values(values.data(), values.size());
         }
+        out.u64(extras.texts.size());
+        for (const auto& [name, text] : extras.texts) {
+            out.text(name);
+            out.text(text);
+        }
+        out.values(model.parameters().data(), model.parameters().size());
+        out.values(model.state().data(), model.state().size());
+        out.values(extra.data(), extra.size());
         error = out.write_atomically(path, "save_model");
     }
     detail::throw_if_failed_anywhere(error, root, comm);
@@ -82,13 +110,9 @@ ModelExtras load_model(const std::string& path, Model<T>& model, MPI_Comm comm =
     detail::CheckpointReader in = detail::open_fields(bytes, detail::model_magic, detail::model_version,
                                                       "dtrain model file", path, "load_model");
     detail::check_stored_model(in, model, path, "load_model", "holds another model");
+    ModelExtras extras = detail::read_extras(in);
     const std::vector<T> params = in.values<T>("the parameters"), state = in.values<T>("the model state");
     const std::vector<std::uint64_t> extra = in.values<std::uint64_t>("the layers' extra state");
-    ModelExtras extras;
-    for (std::uint64_t k = 0, n = in.u64("the number of extras"); k < n; ++k) {
-        std::string name = in.text("an extra's name");
-        extras[name] = in.values<double>("an extra's values");
-    }
     DTRAIN_CHECK(in.left() == 0, "load_model: '", path, "' has ", in.left(), " unexpected trailing bytes");
     DTRAIN_CHECK(params.size() == model.num_parameters() && state.size() == model.state().size() &&
                      extra.size() == model.extra_state().size(),
@@ -99,6 +123,20 @@ ModelExtras load_model(const std::string& path, Model<T>& model, MPI_Comm comm =
     std::copy(params.begin(), params.end(), model.parameters().data());
     std::copy(state.begin(), state.end(), model.state().data());
     return extras;
+}
+
+/// The extras of a model file written by save_model(), without a model: for a program that must learn from
+/// them how to build the model before load_model() (e.g. which activation it has). Collective over `comm`
+/// (rank `root` reads); throws dtrain::Error on every rank, naming the file, as load_model() does.
+inline ModelExtras read_model_extras(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
+    detail::check_root("read_model_extras", root, comm_size(comm));
+    OperationScope op("read_model_extras", comm);
+    const std::vector<unsigned char> bytes = detail::read_on_root(path, "read_model_extras", root, comm);
+    detail::CheckpointReader in = detail::open_fields(bytes, detail::model_magic, detail::model_version,
+                                                      "dtrain model file", path, "read_model_extras");
+    in.u64("the value size");
+    in.text("the model's layers");
+    return detail::read_extras(in);
 }
 
 }  // namespace dtrain
