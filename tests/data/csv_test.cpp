@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <dtrain/data/csv.hpp>
+#include <dtrain/data/split.hpp>
 #include <dtrain/data/transform.hpp>
 
 #include "data_test_utils.hpp"
