@@ -443,6 +443,7 @@ TEST_CASE("CSV target options that contradict or do not fit the file are errors 
     CHECK(contains(err(good, o), "column 3 ('y') is a target twice"));
     o.target_columns = {"a", "b", "y"};
     CHECK(contains(err(good, o), "has no feature columns left"));
+    CHECK(contains(err("y\n1.5\n2.5\n", o), "has 1 column; need at least one feature and a label or target"));
     o = {};
     o.target_indices = {3};
     CHECK(contains(err(good, o), "target_indices entry 3 is out of range for 3 columns"));

@@ -140,7 +140,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
     DTRAIN_CHECK(rows.size() > first, who, ": '", path, "' has a header (line ", rows.front().line,
                  ") but no data rows");
     DTRAIN_CHECK(ncols >= 2, who, ": '", path, "' line ", rows.front().line, " has ", ncols,
-                 " column; need at least one feature and a label");
+                 " column; need at least one feature and a label or target");
     for (std::size_t r = first; r < rows.size(); ++r)
         DTRAIN_CHECK(rows[r].fields.size() == ncols, who, ": '", path, "' line ", rows[r].line, ", column ",
                      std::min(rows[r].fields.size(), ncols) + 1, ": ragged row with ", rows[r].fields.size(),
