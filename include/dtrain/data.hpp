@@ -10,4 +10,5 @@
 #include <dtrain/data/idx.hpp>
 #include <dtrain/data/loader.hpp>
 #include <dtrain/data/sampler.hpp>
+#include <dtrain/data/split.hpp>
 #include <dtrain/data/transform.hpp>

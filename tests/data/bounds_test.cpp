@@ -16,6 +16,7 @@
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/idx.hpp>
 #include <dtrain/data/loader.hpp>
+#include <dtrain/data/split.hpp>
 #include <dtrain/data/transform.hpp>
 
 #include "data_test_utils.hpp"

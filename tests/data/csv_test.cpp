@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <dtrain/data/csv.hpp>
+#include <dtrain/data/split.hpp>
 #include <dtrain/data/transform.hpp>
 
 #include "data_test_utils.hpp"
@@ -353,8 +354,272 @@ TEST_CASE("CSV errors name the file, line and column", "[data][csv]") {
     o = {};
     o.layout = CsvLayout::NoHeader;
     o.drop_columns = {"b"};
-    CHECK(contains(err("1,2,x\n", o), "cannot drop column 'b' by name, this file has no header"));
+    CHECK(contains(err("1,2,x\n", o),
+                   "dropped column 'b' is chosen by name, but this file has no header of "
+                   "column names; drop_columns needs a header"));
     o = {};
     o.drop_columns = {"a", "b"};
     CHECK(contains(err("a,b,c\n1,2,x\n", o), "has no feature columns left"));
+}
+
+TEST_CASE("CSV float target columns by name or index give targets [N, k]", "[data][csv][regression]") {
+    TempDir dir("csv_targets");
+    const auto path = dir.file("houses.csv");
+    write_text(path,
+               "rooms,price,area,tax\n"
+               "3,151.5,80,1.25\n"
+               "4,210,95.5,2\n"
+               "2,99.75,60,0.5\n");
+    CsvOptions o;
+    o.target_columns = {"price"};
+    auto d = dtrain::read_csv(path, o);
+    REQUIRE(d.has_targets());
+    CHECK(d.size() == 3);
+    CHECK(d.labels.size() == 0);
+    CHECK(d.class_names.empty());
+    CHECK(d.targets.shape() == std::vector<std::size_t>{3, 1});
+    CHECK(d.targets(0, 0) == 151.5f);
+    CHECK(d.targets(2, 0) == 99.75f);
+    CHECK(d.features.shape() == std::vector<std::size_t>{3, 3});  // rooms, area, tax
+    CHECK(d.features(1, 1) == 95.5f);
+    CHECK(d.features(2, 2) == 0.5f);
+
+    // Several targets, in the order given; by index, negative from the end.
+    o.target_columns = {"tax", "price"};
+    d = dtrain::read_csv(path, o);
+    CHECK(d.targets.shape() == std::vector<std::size_t>{3, 2});
+    CHECK(d.targets(1, 0) == 2.0f);
+    CHECK(d.targets(1, 1) == 210.0f);
+    CHECK(d.features.shape() == std::vector<std::size_t>{3, 2});  // rooms, area
+    CsvOptions by_index;
+    by_index.target_indices = {-1, 1};
+    const auto e = dtrain::read_csv(path, by_index);
+    CHECK(e.targets == d.targets);
+    CHECK(e.features == d.features);
+    // Dropped columns are neither features nor targets.
+    o.drop_columns = {"rooms"};
+    d = dtrain::read_csv(path, o);
+    CHECK(d.features.shape() == std::vector<std::size_t>{3, 1});
+    CHECK(d.features(0, 0) == 80.0f);
+    // Without a header, by index.
+    write_text(path, "3,151.5,80\n4,210,95.5\n");
+    by_index.target_indices = {1};
+    d = dtrain::read_csv(path, by_index);
+    CHECK(d.size() == 2);
+    CHECK(d.targets(1, 0) == 210.0f);
+    CHECK(d.features(0, 1) == 80.0f);
+}
+
+TEST_CASE("CSV target options that contradict or do not fit the file are errors naming them",
+          "[data][csv][regression][errors]") {
+    TempDir dir("csv_target_err");
+    const auto path = dir.file("t.csv");
+    const std::string good = "a,b,y\n1,2,0.5\n3,4,1.5\n";
+    auto err = [&](const std::string& text, const CsvOptions& o) {
+        write_text(path, text);
+        const auto m = error_of([&] { dtrain::read_csv(path, o); });
+        CHECK(contains(m, path));
+        return m;
+    };
+    CsvOptions o;
+    o.target_columns = {"y"};
+    o.target_indices = {2};
+    CHECK(contains(err(good, o),
+                   "give the target columns by name (CsvOptions::target_columns) or by index "
+                   "(CsvOptions::target_indices), not both"));
+    o = {};
+    o.target_columns = {"y"};
+    o.label_column = "a";
+    CHECK(contains(err(good, o),
+                   "target columns read float targets instead of class labels, so "
+                   "label_column, label_index and class_names must keep their defaults"));
+    o.label_column.clear();
+    o.class_names = {"x"};
+    CHECK(contains(err(good, o), "must keep their defaults"));
+    o = {};
+    o.target_columns = {"z"};
+    CHECK(contains(err(good, o), "has no column named 'z' for the target column (columns: [a, b, y])"));
+    o.target_columns = {"y", "y"};
+    CHECK(contains(err(good, o), "column 3 ('y') is a target twice"));
+    o.target_columns = {"a", "b", "y"};
+    CHECK(contains(err(good, o), "has no feature columns left"));
+    CHECK(contains(err("y\n1.5\n2.5\n", o), "has 1 column; need at least one feature and a label or target"));
+    o = {};
+    o.target_indices = {3};
+    CHECK(contains(err(good, o), "target_indices entry 3 is out of range for 3 columns"));
+    o = {};
+    o.target_columns = {"y"};
+    o.drop_columns = {"y"};
+    CHECK(contains(err(good, o), "column 'y' is both dropped and a target"));
+    o.drop_columns.clear();
+    auto m = err("a,b,y\n1,2,0.5\n3,4,cheap\n", o);
+    CHECK(contains(m, "line 3, column 3 ('y'): non-numeric target value 'cheap'"));
+    CHECK(contains(err("a,b,y\n1,2,0.5\n3,4,\n", o), "line 3, column 3 ('y'): empty target value"));
+    CHECK(contains(err("a,b,y\n1,2,nan\n", o), "non-numeric target value 'nan'"));
+    // By name needs a header: a first line of numbers is data, and the message says how it was decided.
+    m = err("1,2,0.5\n3,4,1.5\n", o);
+    CHECK(contains(m,
+                   "target column 'y' is chosen by name, but this file has no header of column names "
+                   "(CsvLayout::Automatic read line 1 as data"));
+    CHECK(contains(m, "give it by index in target_indices"));
+    // scikit-learn's classification layout holds class ids.
+    CHECK(contains(err("2,2,cat,dog\n1,2,0\n3,4,1\n", o), "scikit-learn's classification layout"));
+}
+
+TEST_CASE("A float column read as class labels is an error pointing to target_columns", "[data][csv]") {
+    TempDir dir("csv_float_labels");
+    const auto path = dir.file("diabetes.csv");
+    // Values like these made hundreds of classes named "100.0", "151.5", ... before.
+    write_text(path, "age,bmi,target\n59,32.1,100.0\n48,21.6,151.5\n72,30.5,101.0\n");
+    CsvOptions o;
+    o.label_column = "target";
+    auto m = error_of([&] { dtrain::read_csv(path, o); });
+    CHECK(contains(m, path + "' line 3, column 3 ('target'): column 'target' holds non-integer numbers (e.g. "
+                             "151.5), not class labels: read it as a regression target with "
+                             "CsvOptions::target_columns = {\"target\"}"));
+    // Whole numbers written as floats: not classes either, unless listed.
+    write_text(path, "age,bmi,target\n59,32.1,1.51e+02\n48,21.6,75.0\n");
+    m = error_of([&] { dtrain::read_csv(path); });
+    CHECK(contains(m,
+                   "line 2, column 3 ('target'): column 'target' holds numbers written as floats (e.g. "
+                   "1.51e+02), not class labels: read it as a regression target with "
+                   "CsvOptions::target_columns = {\"target\"}; if they are class ids, write them as "
+                   "integers or list them with CsvOptions::class_names"));
+    o = {};
+    o.class_names = {"75.0", "1.51e+02"};
+    const auto listed = dtrain::read_csv(path, o);
+    CHECK(std::vector<int>(listed.labels.begin(), listed.labels.end()) == std::vector<int>{1, 0});
+    o = {};
+    o.target_columns = {"target"};
+    CHECK(dtrain::read_csv(path, o).targets(0, 0) == 151.0f);
+    // Without a header the fix names the column's index.
+    write_text(path, "59,32.1,100.5\n48,21.6,151.0\n");
+    CHECK(contains(error_of([&] { dtrain::read_csv(path); }),
+                   "the label column holds non-integer numbers (e.g. 100.5), not class labels: read it as a "
+                   "regression target with CsvOptions::target_indices = {2}"));
+
+    // Class labels keep working: integer ids, negative integers (names), species, names among numbers.
+    write_text(path, "x,y\n1,2\n2,0\n3,10\n");
+    auto d = dtrain::read_csv(path);
+    CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{2, 0, 10});
+    write_text(path, "x,y\n1,-1\n2,-2\n3,-1\n");
+    d = dtrain::read_csv(path);
+    CHECK(d.class_names == std::vector<std::string>{"-1", "-2"});
+    write_text(path, "x,y\n1,setosa\n2,virginica\n");
+    CHECK(dtrain::read_csv(path).class_names == std::vector<std::string>{"setosa", "virginica"});
+    write_text(path, "x,y\n1,1.5\n2,big\n3,big\n");  // not all numbers: names
+    CHECK(dtrain::read_csv(path).class_names == std::vector<std::string>{"1.5", "big"});
+}
+
+namespace {
+
+/// The number of non-blank lines of `path` (gzip or plain), as the file holds them.
+std::size_t line_count(const std::string& path) {
+    const auto bytes = dtrain::detail::read_file_bytes(path, "line_count");
+    std::size_t n = 0;
+    bool blank = true;
+    for (unsigned char c : bytes) {
+        if (c == '\n') {
+            n += blank ? 0 : 1;
+            blank = true;
+        } else if (c != ' ' && c != '\r' && c != '\t') {
+            blank = false;
+        }
+    }
+    return n + (blank ? 0 : 1);
+}
+
+}  // namespace
+
+TEST_CASE("A first line of numbers is data, never taken for a header silently", "[data][csv]") {
+    TempDir dir("csv_headerless");
+    const auto path = dir.file("numbers.csv");
+    const std::string text = "0,0,5,13,1\n0,3,15,2,7\n1,12,7,0,0\n4,4,4,4,9\n";
+    write_text(path, text);
+    auto d = dtrain::read_csv(path);
+    CHECK(d.size() == line_count(path));
+    CHECK(d.size() == 4);
+    CHECK(d.features(0, 3) == 13.0f);  // the first line is sample 0
+    CHECK(d.labels(0) == 1);
+    CHECK(d.warnings.empty());
+    // Headerless with string labels (UCI's iris.data): names above numbers only make a header.
+    write_text(path,
+               "5.1,3.5,1.4,0.2,Iris-setosa\n4.9,3.0,1.4,0.2,Iris-setosa\n7.0,3.2,4.7,1.4,Iris-versicolor\n");
+    d = dtrain::read_csv(path);
+    CHECK(d.size() == 3);
+    CHECK(d.features(0, 0) == 5.1f);
+    // One line of numbers is one sample.
+    write_text(path, "1,2,3\n");
+    CHECK(dtrain::read_csv(path).size() == 1);
+
+    // With a header, the header is not a sample.
+    write_text(path, "a,b,c,d,label\n" + text);
+    d = dtrain::read_csv(path);
+    CHECK(d.size() == line_count(path) - 1);
+    CHECK(d.features(0, 3) == 13.0f);
+    // Saying so explicitly: a header of numbers (e.g. pandas' 0,1,2,... column names) is read as names, with
+    // a warning naming the line; NoHeader reads everything as data.
+    CsvOptions o;
+    o.layout = CsvLayout::Header;
+    write_text(path, text);
+    d = dtrain::read_csv(path, o);
+    CHECK(d.size() == 3);
+    REQUIRE(d.warnings.size() == 1);
+    CHECK(contains(d.warnings[0], path + "' line 1 holds only numbers but was read as column names "
+                                         "(CsvLayout::Header), so it is not a sample"));
+    o.layout = CsvLayout::NoHeader;
+    d = dtrain::read_csv(path, o);
+    CHECK(d.size() == 4);
+    CHECK(d.warnings.empty());
+    // Choosing a column by name in a file read as headerless says why it has no header.
+    o = {};
+    o.label_column = "label";
+    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }),
+                   "label column 'label' is chosen by name, but this file has no header of column names "
+                   "(CsvLayout::Automatic read line 1 as data: none of its fields is a name above a number; "
+                   "give CsvLayout::Header if it holds column names); give it by label_index"));
+}
+
+// Hidden ([.]) like the case above: scikit-learn's bundled files, run by data_csv_sklearn_test.
+TEST_CASE("scikit-learn's headerless digits, diabetes and linnerud files load every row",
+          "[.][data][csv][sklearn]") {
+    const std::string dir = "/usr/lib/python3/dist-packages/sklearn/datasets/data/";
+    if (!std::filesystem::exists(dir + "digits.csv.gz")) {
+        dtrain::test::skip_test("scikit-learn's data files not found in " + dir +
+                                " (install python3-sklearn)");
+        return;
+    }
+    // digits: 1797 headerless rows of 64 pixels and a class id; the first row is a sample.
+    auto digits = dtrain::read_csv(dir + "digits.csv.gz");
+    CHECK(digits.size() == 1797);
+    CHECK(digits.size() == line_count(dir + "digits.csv.gz"));
+    CHECK(digits.num_classes() == 10);
+    CHECK(digits.labels(0) == 0);
+    CHECK(digits.features(0, 2) == 5.0f);  // "0,0,5,13,9,1,..."
+    digits.reshape_samples({1, 8, 8});
+    CHECK(digits.features.shape() == std::vector<std::size_t>{1797, 1, 8, 8});
+    CHECK(digits.features(0, 0, 0, 3) == 13.0f);
+    CHECK(digits.features(0, 0, 1, 2) == 13.0f);  // pixel 10 of "0,0,5,13,9,1,0,0,0,0,13,..."
+
+    // diabetes: 442 headerless, space-separated rows; its last column (s6) as a float target.
+    dtrain::CsvOptions o;
+    o.delimiter = ' ';
+    o.target_indices = {-1};
+    const auto diabetes = dtrain::read_csv(dir + "diabetes_data_raw.csv.gz", o);
+    CHECK(diabetes.size() == 442);
+    CHECK(diabetes.size() == line_count(dir + "diabetes_data_raw.csv.gz"));
+    CHECK(diabetes.features.shape() == std::vector<std::size_t>{442, 9});
+    CHECK(diabetes.targets(0, 0) == 87.0f);  // "59 2 32.1 101.0 157 93.2 38.0 4.0 4.8598 87"
+    CHECK(diabetes.features(0, 2) == 32.1f);
+
+    // linnerud: a header "Weight Waist Pulse"; two of its columns as targets.
+    o = {};
+    o.delimiter = ' ';
+    o.target_columns = {"Weight", "Pulse"};
+    const auto linnerud = dtrain::read_csv(dir + "linnerud_physiological.csv", o);
+    CHECK(linnerud.size() == 20);
+    CHECK(linnerud.targets.shape() == std::vector<std::size_t>{20, 2});
+    CHECK(linnerud.targets(0, 0) == 191.0f);
+    CHECK(linnerud.targets(0, 1) == 50.0f);
+    CHECK(linnerud.features(0, 0) == 36.0f);
 }

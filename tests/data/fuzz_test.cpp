@@ -10,8 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -141,12 +143,54 @@ std::size_t csv_fields(const std::string& line) {
     return n;
 }
 
-/// "" when a CSV data set agrees with its file: one sample per non-blank line after the header, as many
-/// features as the first data line has fields less the label and the dropped columns, finite features,
-/// labels within the class names (or non-negative ids without them).
+/// The comma-separated fields of `line`, commas inside double quotes not splitting, each trimmed of spaces,
+/// tabs and surrounding quotes.
+std::vector<std::string> csv_split_fields(const std::string& line) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (char c : line)
+        if (c == '"')
+            quoted = !quoted;
+        else if (c == ',' && !quoted)
+            fields.emplace_back();
+        else
+            fields.back().push_back(c);
+    for (auto& f : fields) {
+        const auto b = f.find_first_not_of(" \t"), e = f.find_last_not_of(" \t");
+        f = b == std::string::npos ? std::string() : f.substr(b, e - b + 1);
+    }
+    return fields;
+}
+
+/// True when `s` is one finite decimal number (the oracle's own reading, by strtod).
+bool csv_number(const std::string& s) {
+    if (s.empty() || s.find_first_not_of("0123456789+-.eE") != std::string::npos) return false;
+    char* end = nullptr;
+    const float v = std::strtof(s.c_str(), &end);
+    return end == s.c_str() + s.size() && std::isfinite(v);
+}
+
+/// True when CsvLayout::Automatic reads the first of `lines` as data: none of its fields is a non-number
+/// above a number on the second line (with one line: all its fields are numbers).
+bool first_line_is_data(const std::vector<std::string>& lines) {
+    const auto h = csv_split_fields(lines[0]);
+    if (lines.size() < 2) return std::all_of(h.begin(), h.end(), csv_number);
+    const auto d = csv_split_fields(lines[1]);
+    for (std::size_t c = 0; c < std::min(h.size(), d.size()); ++c)
+        if (!csv_number(h[c]) && csv_number(d[c])) return false;
+    return true;
+}
+
+/// "" when a CSV data set agrees with its file: one sample per non-blank line after the header (none when
+/// the automatic layout finds the first line to be data), as many features as the first data line has
+/// fields less the label and the dropped columns, finite features, labels within the class names (or
+/// non-negative ids without them).
 std::string csv_agrees(const dtrain::Dataset& d, const Bytes& file, const CsvSeed& seed) {
     const auto lines = csv_lines(file);
-    const std::size_t header = seed.options.layout == dtrain::CsvLayout::NoHeader ? 0 : 1;
+    const auto layout = seed.options.layout;
+    const bool data_first = layout == dtrain::CsvLayout::NoHeader ||
+                            (layout == dtrain::CsvLayout::Automatic && first_line_is_data(lines));
+    const std::size_t header = data_first ? 0 : 1;
     if (d.size() + header != lines.size())
         return std::to_string(d.size()) + " samples from " + std::to_string(lines.size()) + " lines";
     const std::size_t features = csv_fields(lines[header]) - 1 - seed.options.drop_columns.size();

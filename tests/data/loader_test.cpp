@@ -9,7 +9,9 @@
 #include <dtrain/data/augment.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/loader.hpp>
+#include <dtrain/data/split.hpp>
 #include <dtrain/data/transform.hpp>
+#include <dtrain/nn/losses/mse.hpp>
 
 #include "data_test_utils.hpp"
 
@@ -386,4 +388,136 @@ TEST_CASE("ChannelNormalizer fits per-channel mean and std", "[data][transform]"
     CHECK(one(0, 0, 0, 1) == -2.0f);
     CHECK(contains(error_of([&] { given.apply(x); }), "1 channel statistics"));
     CHECK(contains(error_of([] { dtrain::ChannelNormalizer({1.0f}, {0.0f}); }), "not > 0"));
+}
+
+namespace {
+
+/// indexed_dataset(n, width)'s features with float targets (id / 4, -id) instead of labels.
+dtrain::Dataset indexed_regression(std::size_t n, std::size_t width = 2) {
+    const auto c = indexed_dataset(n, width);
+    dtrain::Tensor<float> t = dtrain::Tensor<float>::from_shape({n, 2});
+    for (std::size_t i = 0; i < n; ++i)
+        t(i, 0) = float(i) / 4, t(i, 1) = -float(i);
+    return dtrain::make_regression_dataset(c.features, std::move(t));
+}
+
+/// The sample ids of an epoch of a loader of float targets, checking each target row against its features.
+std::vector<std::size_t> regression_epoch(DataLoader& l, std::uint64_t epoch,
+                                          std::vector<std::size_t>& sizes) {
+    l.start_epoch(epoch);
+    std::vector<std::size_t> ids;
+    while (l.next()) {
+        const auto& x = l.features();
+        const auto& t = l.targets();
+        REQUIRE(t.shape() == std::vector<std::size_t>{x.shape()[0], 2});
+        sizes.push_back(l.current_batch_size());
+        for (std::size_t k = 0; k < t.shape()[0]; ++k) {
+            const auto id = std::size_t(x(k, 0)) / 100;
+            CHECK(t(k, 0) == float(id) / 4);
+            CHECK(t(k, 1) == -float(id));
+            ids.push_back(id);
+        }
+    }
+    return ids;
+}
+
+}  // namespace
+
+TEST_CASE("DataLoader yields float targets [batch, k] in the order the label path yields labels",
+          "[data][loader][regression]") {
+    const auto r = indexed_regression(10);
+    const auto c = indexed_dataset(10);
+    for (bool shuffle : {false, true}) {
+        INFO("shuffle " << shuffle);
+        LoaderOptions o;
+        o.batch_size = 4;
+        o.shuffle = shuffle;
+        o.seed = 11;
+        DataLoader lr(r, o), lc(c, o);
+        CHECK(lr.has_targets());
+        CHECK_FALSE(lc.has_targets());
+        CHECK(lr.batches_per_epoch() == 3);
+        for (std::uint64_t e : {0u, 3u}) {
+            std::vector<std::size_t> sizes;
+            const auto ids = regression_epoch(lr, e, sizes);
+            CHECK(sizes == std::vector<std::size_t>{4, 4, 2});  // the last batch's targets are [2, 2]
+            CHECK(ids == run_epoch(lc, e).first);
+            if (!shuffle) CHECK(ids == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+        }
+    }
+    // A distributed sampler shards float targets exactly as it shards labels.
+    for (int rank : {0, 1, 2}) {
+        DataLoader lr(r, dtrain::DistributedSampler(10, rank, 3, {true, 5}), {3});
+        DataLoader lc(c, dtrain::DistributedSampler(10, rank, 3, {true, 5}), {3});
+        std::vector<std::size_t> sizes;
+        CHECK(regression_epoch(lr, 2, sizes) == run_epoch(lc, 2).first);
+    }
+    // Resuming mid-epoch gives the same next batch.
+    DataLoader a(r, {3}), b(r, {3});
+    a.start_epoch(1);
+    a.next(), a.next();
+    b.seek(1, 2);
+    REQUIRE(a.next());
+    REQUIRE(b.next());
+    CHECK(a.targets() == b.targets());
+}
+
+TEST_CASE("Asking a loader for the kind of labels its data set does not hold is an error naming both",
+          "[data][loader][regression][errors]") {
+    const auto r = indexed_regression(6);
+    DataLoader lr(r, {4});
+    REQUIRE(lr.next());
+    CHECK(
+        contains(error_of([&] { lr.labels(); }),
+                 "DataLoader::labels: the data set holds float targets (2 per sample), not class labels: use "
+                 "targets()"));
+    const auto c = indexed_dataset(6);
+    DataLoader lc(c, {4});
+    REQUIRE(lc.next());
+    CHECK(contains(error_of([&] { lc.targets(); }),
+                   "DataLoader::targets: the data set holds class labels, not float targets: use labels()"));
+
+    // Views of user tensors: one target per sample as [N] becomes [batch, 1].
+    dtrain::Tensor<float> x = dtrain::Tensor<float>::from_shape({5, 3}),
+                          y = dtrain::Tensor<float>::from_shape({5});
+    for (std::size_t i = 0; i < 5; ++i)
+        x(i, 0) = x(i, 1) = x(i, 2) = float(i), y(i) = float(i) * 0.5f;
+    LoaderOptions o;
+    o.batch_size = 2;
+    o.shuffle = false;
+    DataLoader lv(dtrain::DatasetView(x, y), o);
+    REQUIRE(lv.next());
+    CHECK(lv.targets().shape() == std::vector<std::size_t>{2, 1});
+    CHECK(lv.targets()(1, 0) == 0.5f);
+    CHECK(contains(error_of([&] {
+                       const dtrain::Tensor<float> four = dtrain::Tensor<float>::from_shape({4, 1});
+                       dtrain::DatasetView(x, four);
+                   }),
+                   "features have 5 samples but there are 4 targets"));
+    const dtrain::Tensor<float> cube = dtrain::Tensor<float>::from_shape({5, 1, 1});
+    CHECK(contains(error_of([&] { dtrain::DatasetView(x, cube); }),
+                   "targets must have shape [N] or [N, k], got [5, 1, 1]"));
+    // A data set that holds both kinds is refused rather than read one way silently.
+    auto both = indexed_regression(6);
+    both.labels = dtrain::Labels{0, 1, 2, 0, 1, 2};
+    CHECK(contains(error_of([&] { dtrain::DatasetView v(both); }),
+                   "holds both class labels and float targets"));
+}
+
+TEST_CASE("A batch of float targets fits MeanSquaredError as it is", "[data][loader][regression]") {
+    const auto r = indexed_regression(7);
+    LoaderOptions o;
+    o.batch_size = 3;
+    DataLoader l(r, o);
+    dtrain::MeanSquaredError<float> mse;
+    dtrain::Tensor<float> grad;
+    while (l.next()) {
+        // A model's output for k = 2 targets is [batch, 2]; predicting the targets exactly gives loss 0, and
+        // predicting them + 1 gives loss 1.
+        dtrain::Tensor<float> out = l.targets();
+        CHECK(mse.compute(out, l.targets(), grad) == 0.0f);
+        out += 1.0f;
+        CHECK(mse.compute(out, l.targets(), grad) == Approx(1.0f));
+        CHECK(grad.shape() == l.targets().shape());
+    }
 }

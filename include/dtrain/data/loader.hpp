@@ -19,40 +19,71 @@
 
 namespace dtrain {
 
-/// A non-owning view of features and labels held elsewhere (a Dataset or a user's tensors). The viewed
-/// data must outlive the view and every DataLoader made from it; temporaries are rejected at compile time.
+/// A non-owning view of features and their class labels or float targets, held elsewhere (a Dataset or a
+/// user's tensors). The viewed data must outlive the view and every DataLoader made from it; temporaries
+/// are rejected at compile time.
 struct DatasetView {
     /// First float of sample 0; samples are contiguous, sample_size() floats each.
     const float* features = nullptr;
-    /// Label of every sample.
+    /// Label of every sample; null when the samples carry float targets.
     const std::int32_t* labels = nullptr;
+    /// Float targets of every sample, target_columns each, row-major; null when the samples carry labels.
+    const float* targets = nullptr;
+    /// Float targets per sample (k); 0 with class labels.
+    std::size_t target_columns = 0;
     /// Number of samples.
     std::size_t size = 0;
     /// Shape of one sample.
     Shape sample_shape;
 
-    /// Views a data set.
+    /// Views a data set: its labels, or its targets when it holds float targets.
     DatasetView(const Dataset& d)  // NOLINT: implicit on purpose, DataLoader(dataset, ...)
-        : DatasetView(d.features, d.labels) {}
+        : DatasetView(d.has_targets() ? DatasetView(d.features, d.targets)
+                                      : DatasetView(d.features, d.labels)) {
+        DTRAIN_CHECK(d.labels.size() == 0 || !d.has_targets(), "dtrain::DatasetView: '", d.source,
+                     "' holds both class labels and float targets; a data set must hold one kind");
+    }
     /// Views batch-first `x` ({N, sample...}, rank >= 2) and labels `y` (N of them).
-    DatasetView(const Tensor<float>& x, const Labels& y) {
-        DTRAIN_CHECK(x.dimension() >= 2,
-                     "dtrain::DatasetView: features must be batch-first with rank >= 2, got ",
-                     detail::shape_str(x.shape()));
-        DTRAIN_CHECK(x.shape()[0] == y.size(), "dtrain::DatasetView: features have ", x.shape()[0],
-                     " samples but there are ", y.size(), " labels");
-        detail::checked_trailing_size(x.shape(), 1, "dtrain::DatasetView: features");
-        features = x.data();
+    DatasetView(const Tensor<float>& x, const Labels& y) : DatasetView(x, y.size(), "labels") {
         labels = y.data();
-        size = y.size();
-        sample_shape.assign(x.shape().begin() + 1, x.shape().end());
+    }
+    /// Views batch-first `x` ({N, sample...}, rank >= 2) and float targets `y`: {N} (one per sample) or
+    /// {N, k} with k >= 1.
+    DatasetView(const Tensor<float>& x, const Tensor<float>& y) : DatasetView(x, target_rows(y), "targets") {
+        target_columns = y.dimension() == 2 ? y.shape()[1] : 1;
+        DTRAIN_CHECK(target_columns > 0, "dtrain::DatasetView: targets of shape ",
+                     detail::shape_str(y.shape()), " have no columns");
+        targets = y.data();
     }
     DatasetView(Dataset&&) = delete;
     DatasetView(Tensor<float>&&, const Labels&) = delete;
     DatasetView(const Tensor<float>&, Labels&&) = delete;
+    DatasetView(Tensor<float>&&, const Tensor<float>&) = delete;
+    DatasetView(const Tensor<float>&, Tensor<float>&&) = delete;
     /// Number of floats per sample; throws dtrain::Error when the sample shape's product overflows.
     std::size_t sample_size() const {
         return detail::checked_shape_size(sample_shape, "dtrain::DatasetView");
+    }
+
+private:
+    /// The features part: checks `x` against `n` labels or targets (`what`).
+    DatasetView(const Tensor<float>& x, std::size_t n, const char* what) {
+        DTRAIN_CHECK(x.dimension() >= 2,
+                     "dtrain::DatasetView: features must be batch-first with rank >= 2, got ",
+                     detail::shape_str(x.shape()));
+        DTRAIN_CHECK(x.shape()[0] == n, "dtrain::DatasetView: features have ", x.shape()[0],
+                     " samples but there are ", n, " ", what);
+        detail::checked_trailing_size(x.shape(), 1, "dtrain::DatasetView: features");
+        features = x.data();
+        size = n;
+        sample_shape.assign(x.shape().begin() + 1, x.shape().end());
+    }
+    /// The number of rows of targets `y`, which must have shape {N} or {N, k}.
+    static std::size_t target_rows(const Tensor<float>& y) {
+        DTRAIN_CHECK(y.dimension() == 1 || y.dimension() == 2,
+                     "dtrain::DatasetView: targets must have shape [N] or [N, k], got ",
+                     detail::shape_str(y.shape()));
+        return y.shape()[0];
     }
 };
 
@@ -77,9 +108,11 @@ struct LoaderOptions {
     AugmentOptions augment;
 };
 
-/// Yields fixed-size batches of a data set epoch after epoch. The order of an epoch comes either from an
-/// index list (all samples by default), shuffled from (seed, epoch) when options.shuffle, or from a
-/// DistributedSampler (this rank's shard). The batch tensors are owned by the loader and reused: after the
+/// Yields fixed-size batches of a data set epoch after epoch: features with class labels (labels()) or with
+/// float targets (targets(), shape {batch, k}), whichever the data set holds. The order of an epoch comes
+/// either from an index list (all samples by default), shuffled from (seed, epoch) when options.shuffle, or
+/// from a DistributedSampler (this rank's shard), and does not depend on which kind it holds. The batch
+/// tensors are owned by the loader and reused: after the
 /// first epoch no batch allocates (a partial last batch has its own buffers). Typical use:
 ///
 ///     DataLoader loader(train, {64});
@@ -132,7 +165,8 @@ public:
         batch_ = 0;
     }
 
-    /// Fills features() and labels() with the next batch of the epoch; false when the epoch is over.
+    /// Fills features() and labels() (or targets()) with the next batch of the epoch; false when the epoch
+    /// is over.
     bool next() {
         const std::size_t left = order_.size() - pos_;
         if (left == 0 || (opt_.drop_last && left < opt_.batch_size)) return false;
@@ -140,8 +174,10 @@ public:
         tail_ = b < opt_.batch_size;
         Tensor<float>& x = tail_ ? x_tail_ : x_full_;
         Labels& y = tail_ ? y_tail_ : y_full_;
-        if (tail_ && y.size() != b)
-            allocate_batch(x, y, b);  // only when the tail size changes (never in steady state)
+        Tensor<float>& t = tail_ ? t_tail_ : t_full_;
+        if (tail_ && rows(x) != b)
+            allocate_batch(x, y, t, b);  // only when the tail size changes (never in steady state)
+        const std::size_t tc = data_.target_columns;
         const std::size_t m = data_.sample_size();
         const bool aug = opt_.augment.enabled();
         const std::size_t c = aug ? data_.sample_shape[0] : 0, h = aug ? data_.sample_shape[1] : 0,
@@ -153,7 +189,10 @@ public:
                 augment_image(src, x.data() + k * m, c, h, w, opt_.augment, aug_rng_);
             else
                 std::memcpy(x.data() + k * m, src, m * sizeof(float));
-            y(k) = data_.labels[i];
+            if (data_.targets)
+                std::memcpy(t.data() + k * tc, data_.targets + i * tc, tc * sizeof(float));
+            else
+                y(k) = data_.labels[i];
         }
         pos_ += b;
         ++batch_;
@@ -174,10 +213,28 @@ public:
 
     /// Features of the current batch, shape {batch, sample...}.
     const Tensor<float>& features() const { return tail_ ? x_tail_ : x_full_; }
-    /// Labels of the current batch.
-    const Labels& labels() const { return tail_ ? y_tail_ : y_full_; }
+    /// Labels of the current batch. Throws dtrain::Error when the data set holds float targets (use
+    /// targets()).
+    const Labels& labels() const {
+        DTRAIN_CHECK(!data_.targets, "DataLoader::labels: the data set holds float targets (",
+                     data_.target_columns,
+                     " per sample), not class labels: use targets(), e.g. "
+                     "MeanSquaredError's compute(outputs, loader.targets(), grad)");
+        return tail_ ? y_tail_ : y_full_;
+    }
+    /// Float targets of the current batch, shape {batch, k}: the shape of a model's [batch, k] output, which
+    /// MeanSquaredError::compute(outputs, targets, grad) requires. Throws dtrain::Error when the data set
+    /// holds class labels (use labels()).
+    const Tensor<float>& targets() const {
+        DTRAIN_CHECK(data_.targets,
+                     "DataLoader::targets: the data set holds class labels, not float targets: "
+                     "use labels(), or give the loader a data set of float targets");
+        return tail_ ? t_tail_ : t_full_;
+    }
+    /// True when the batches carry float targets (targets()), false when they carry labels (labels()).
+    bool has_targets() const { return data_.targets != nullptr; }
     /// Number of samples in the current batch.
-    std::size_t current_batch_size() const { return labels().size(); }
+    std::size_t current_batch_size() const { return rows(features()); }
     /// Batches yielded so far in this epoch.
     std::size_t batch_index() const { return batch_; }
     /// Current epoch number.
@@ -211,19 +268,24 @@ private:
                      " with drop_last exceeds the ", n, " samples per epoch, so no batch would be yielded");
         order_.reserve(n);
         // Buffers of at most n rows: a batch size beyond the epoch (up to SIZE_MAX) yields one partial batch.
-        if (opt_.batch_size <= n) allocate_batch(x_full_, y_full_, opt_.batch_size);
+        if (opt_.batch_size <= n) allocate_batch(x_full_, y_full_, t_full_, opt_.batch_size);
         const std::size_t rest = n % opt_.batch_size;
-        if (rest > 0 && !opt_.drop_last) allocate_batch(x_tail_, y_tail_, rest);
+        if (rest > 0 && !opt_.drop_last) allocate_batch(x_tail_, y_tail_, t_tail_, rest);
         start_epoch(0);
     }
 
-    /// Sizes `x` and `y` for batches of `rows` samples.
-    void allocate_batch(Tensor<float>& x, Labels& y, std::size_t rows) const {
-        const Shape shape = batch_shape(rows, data_.sample_shape);
-        detail::checked_shape_size(shape, "DataLoader: batches of ", rows, " samples");
+    /// Sizes `x` and, by the kind of the data set, `y` or `t` for batches of `n` samples.
+    void allocate_batch(Tensor<float>& x, Labels& y, Tensor<float>& t, std::size_t n) const {
+        const Shape shape = batch_shape(n, data_.sample_shape);
+        detail::checked_shape_size(shape, "DataLoader: batches of ", n, " samples");
         x = Tensor<float>::from_shape(shape);
-        y = Labels::from_shape({rows});
+        if (data_.targets)
+            t = Tensor<float>::from_shape({n, data_.target_columns});
+        else
+            y = Labels::from_shape({n});
     }
+    /// The batch size of `x` (0 before any allocation).
+    static std::size_t rows(const Tensor<float>& x) { return x.dimension() == 0 ? 0 : x.shape()[0]; }
 
     DatasetView data_;
     LoaderOptions opt_;
@@ -232,7 +294,7 @@ private:
     std::size_t pos_ = 0, batch_ = 0;
     std::uint64_t epoch_ = 0, stream_ = 0;
     bool tail_ = false;
-    Tensor<float> x_full_, x_tail_;
+    Tensor<float> x_full_, x_tail_, t_full_, t_tail_;
     Labels y_full_, y_tail_;
     Rng aug_rng_;
 };

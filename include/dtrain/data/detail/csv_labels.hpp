@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -27,6 +28,7 @@ struct CsvLabelColumn {
     std::string name;
     std::string path;
     const char* who = "dtrain::read_csv";
+    bool named = true;  // `name` comes from a header line (else it is "column C")
 
     /// Number of data rows.
     std::size_t size() const { return rows.size() - first; }
@@ -107,9 +109,45 @@ inline void csv_warn_rare_labels(const CsvLabelColumn& col, Dataset& d) {
                                     "') occur only once"));
 }
 
+/// True when `s` is an integer literal: an optional sign and decimal digits, nothing else.
+inline bool is_integer_literal(const std::string& s) {
+    const std::size_t b = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+    return s.size() > b && std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.end(),
+                                       [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// Throws when every label of `col` is a number and some are written as floats ("151.5", "100.0", "1e2"):
+/// a column of measurements, which read as strings would make one class per distinct value. The message
+/// names a non-integer value when there is one and points to the regression reading (target_columns).
+/// Columns of integer literals ("-1", "7") are left to the class-label rules.
+inline void csv_reject_float_labels(const CsvLabelColumn& col) {
+    const std::size_t n = col.size();
+    std::size_t fractional = n, floating = n;
+    for (std::size_t r = 0; r < n; ++r) {
+        float v = 0.0f;
+        if (!parse_csv_float(col.value(r), v)) return;  // a name among them: the class-label rules apply
+        if (is_integer_literal(col.value(r))) continue;
+        floating = std::min(floating, r);
+        if (fractional == n && v != std::trunc(v)) fractional = r;
+    }
+    if (floating == n) return;
+    const std::size_t r = fractional < n ? fractional : floating;
+    const std::string column =
+                          col.named ? concat("column '", col.name, "'") : std::string("the label column"),
+                      remedy = col.named ? concat("CsvOptions::target_columns = {\"", col.name, "\"}")
+                                         : concat("CsvOptions::target_indices = {", col.column, "}");
+    col.fail(r, concat(column, " holds ",
+                       fractional < n ? "non-integer numbers" : "numbers written as floats", " (e.g. ",
+                       col.value(r), "), not class labels: read it as a regression target with ", remedy,
+                       fractional < n ? std::string()
+                                      : "; if they are class ids, write them as integers or list them with " +
+                                            std::string(csv_class_names_remedy())));
+}
+
 /// Ids when nothing fixes them: every label a non-negative integer gives that integer (class_names left
 /// empty); no label an integer gives the distinct strings sorted in byte order (then rare classes are
-/// warned about); a column that mixes the two is an error naming a value of the rarer kind.
+/// warned about); a column that mixes the two is an error naming a value of the rarer kind, and a column of
+/// numbers written as floats is one pointing to the regression reading (csv_reject_float_labels()).
 inline void csv_automatic_labels(const CsvLabelColumn& col, Dataset& d) {
     const std::size_t n = col.size();
     std::size_t ints = 0, first_int = n, first_other = n;
@@ -124,6 +162,7 @@ inline void csv_automatic_labels(const CsvLabelColumn& col, Dataset& d) {
             d.labels(r) = static_cast<std::int32_t>(std::stol(col.value(r)));
         return;
     }
+    csv_reject_float_labels(col);
     if (ints > 0) {
         const bool odd_is_other = ints >= n - ints;
         const std::size_t r = odd_is_other ? first_other : first_int,
