@@ -2,6 +2,7 @@
 // Naive and the Async parameter servers), with report() and the metric helpers meaningful under each.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +19,7 @@
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
+#include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 
@@ -92,4 +94,34 @@ TEST_CASE("One training loop runs unchanged under Collective, Ring, Naive and As
     check_policy<dtrain::Ring>("Ring", data);
     check_policy<dtrain::Naive>("Naive", data);
     if (dtrain::test::world_size() >= 2) check_policy<dtrain::Async>("Async", data);
+}
+
+// A loss that computes against class labels only.
+struct LabelsOnlyLoss {
+    float compute(const dtrain::Tensor<float>&, const dtrain::Labels&, dtrain::Tensor<float>&) const {
+        return 0;
+    }
+};
+
+TEST_CASE("evaluate on float targets: the global mean squared error, accuracy NaN; a label loss is an error",
+          "[dist][loop][regression]") {
+    dtrain::Rng rng(5);
+    dtrain::Tensor<float> x = dtrain::test::random_tensor<float>({37, 3}, rng),
+                          y = dtrain::test::random_tensor<float>({37, 2}, rng);
+    const dtrain::Dataset data = dtrain::make_regression_dataset(x, y);
+    dtrain::Model<float> model({3}, 7);
+    model.add(dtrain::Dense<float>(3, 2));
+    dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.1));
+    const dtrain::Evaluation e = dtrain::evaluate(opt, dtrain::MeanSquaredError<float>(), data, 8);
+    // The same figure computed directly on every sample (MSELoss: mean over samples and outputs).
+    const dtrain::Tensor<float> out = model.forward(x);
+    double sse = 0.0;
+    for (std::size_t i = 0; i < out.size(); ++i)
+        sse += (double(out.data()[i]) - double(y.data()[i])) * (double(out.data()[i]) - double(y.data()[i]));
+    CHECK(e.samples == 37);
+    CHECK(e.loss == Approx(sse / double(out.size())).epsilon(1e-5));
+    CHECK(std::isnan(e.accuracy));
+    CHECK_THROWS_WITH(
+        dtrain::evaluate(opt, LabelsOnlyLoss(), data),
+        Catch::Contains("holds float targets (regression)") && Catch::Contains("MeanSquaredError"));
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -27,13 +28,27 @@ namespace dtrain {
 struct Evaluation {
     /// Mean loss over the samples.
     double loss = 0.0;
-    /// Fraction of samples whose arg-max score is the label.
+    /// Fraction of samples whose arg-max score is the label; NaN for a data set of float targets.
     double accuracy = 0.0;
     /// Number of samples evaluated (the data set's size).
     std::uint64_t samples = 0;
 };
 
 namespace detail {
+
+/// Converts only to float targets: a loss whose compute() takes class labels alone does not accept it
+/// (a Tensor<float> itself would convert to Labels).
+struct TargetsArgument {
+    operator const Tensor<float>&() const;  // NOLINT: implicit on purpose; declared only, never called
+};
+
+/// True when `Loss` computes against float targets (MeanSquaredError), not only class labels.
+template <class Loss, class = void>
+struct takes_targets : std::false_type {};
+template <class Loss>
+struct takes_targets<Loss, std::void_t<decltype(std::declval<const Loss&>().compute(
+                               std::declval<const Tensor<float>&>(), std::declval<TargetsArgument>(),
+                               std::declval<Tensor<float>&>()))>> : std::true_type {};
 
 /// Loss sum, correct count and sample count of `model` (in eval mode, restored after) on the samples
 /// [first, last) of `data`, in batches of `batch_size`.
@@ -53,13 +68,25 @@ std::vector<double> evaluate_range(Model<float>& model, const Loss& loss, const 
     model.eval();
     for (loader.start_epoch(0); loader.next();) {
         const Tensor<float>& out = model.forward(loader.features());
-        const double n = double(loader.labels().size());
-        sums[0] += double(loss.compute(out, loader.labels(), grad)) * n;
-        sums[1] += double(count_correct(out, loader.labels()));
+        const double n = double(loader.current_batch_size());
+        if (loader.has_targets()) {
+            if constexpr (takes_targets<Loss>::value)  // else evaluate() has thrown
+                sums[0] += double(loss.compute(out, loader.targets(), grad)) * n;
+        } else {
+            sums[0] += double(loss.compute(out, loader.labels(), grad)) * n;
+            sums[1] += double(count_correct(out, loader.labels()));
+        }
         sums[2] += n;
     }
     if (training) model.train();
     return sums;
+}
+
+/// The Evaluation of the reduced sums {loss sum, correct, samples}; throws for an empty data set.
+inline Evaluation evaluation_of(const std::vector<double>& sums, const Dataset& data) {
+    DTRAIN_CHECK(sums[2] > 0, "dtrain::evaluate: the data set '", data.source, "' is empty");
+    const double accuracy = data.has_targets() ? std::numeric_limits<double>::quiet_NaN() : sums[1] / sums[2];
+    return Evaluation{sums[0] / sums[2], accuracy, std::uint64_t(sums[2])};
 }
 
 /// Evaluation of `model` on `data` shared by the ranks of `comm`: rank r of p evaluates the contiguous
@@ -70,8 +97,7 @@ Evaluation evaluate_shared(Model<float>& model, const Loss& loss, const Dataset&
     const std::size_t n = data.size(), p = std::size_t(comm_size(comm)), r = std::size_t(comm_rank(comm));
     std::vector<double> sums = evaluate_range(model, loss, data, r * n / p, (r + 1) * n / p, batch_size);
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, comm));
-    DTRAIN_CHECK(sums[2] > 0, "dtrain::evaluate: the data set '", data.source, "' is empty");
-    return Evaluation{sums[0] / sums[2], sums[1] / sums[2], std::uint64_t(sums[2])};
+    return evaluation_of(sums, data);
 }
 
 }  // namespace detail
@@ -83,13 +109,18 @@ Evaluation evaluate_shared(Model<float>& model, const Loss& loss, const Dataset&
 /// - Async inside run() (the worker loop): collective over the workers, each with its current parameters;
 /// - Async after run(): collective over all ranks; with gather_to_all every rank evaluates its part of the
 ///   final model, otherwise rank 0 (which holds the final model) evaluates it all and tells the others.
-/// `data` must be the same on every rank. Throws dtrain::Error for an empty data set or batch_size 0.
+/// `data` must be the same on every rank. Float targets (regression) need a loss that takes them
+/// (MeanSquaredError; the accuracy is then NaN). Throws dtrain::Error for an empty data set or batch_size 0.
 template <class Policy, class Opt, class Loss>
 Evaluation evaluate(DistOptimizer<Policy, Opt>& dist, const Loss& loss, const Dataset& data,
                     std::size_t batch_size = 256) {
     static_assert(std::is_same_v<typename Opt::value_type, float>,
                   "dtrain::evaluate: data sets hold float features, so the model must be a Model<float>");
     DTRAIN_CHECK(batch_size > 0, "dtrain::evaluate: batch_size must be > 0");
+    DTRAIN_CHECK(detail::takes_targets<Loss>::value || !data.has_targets(), "dtrain::evaluate: '",
+                 data.source,
+                 "' holds float targets (regression); evaluate it with a loss that takes them, e.g. "
+                 "MeanSquaredError");
     if constexpr (std::is_same_v<Policy, Async>) {
         if (dist.in_run())
             return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm());
@@ -99,8 +130,7 @@ Evaluation evaluate(DistOptimizer<Policy, Opt>& dist, const Loss& loss, const Da
         if (dist.rank() == 0)
             sums = detail::evaluate_range(dist.model(), loss, data, 0, data.size(), batch_size);
         DTRAIN_MPI_CHECK(MPI_Bcast(sums.data(), 3, MPI_DOUBLE, 0, dist.mpi_comm()));
-        DTRAIN_CHECK(sums[2] > 0, "dtrain::evaluate: the data set '", data.source, "' is empty");
-        return Evaluation{sums[0] / sums[2], sums[1] / sums[2], std::uint64_t(sums[2])};
+        return detail::evaluation_of(sums, data);
     } else {
         return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm());
     }
