@@ -120,7 +120,9 @@ public:
     /// the optimizer's.
     template <class U, class... Rest, class = std::enable_if_t<!std::is_same_v<U, T>>>
     DistOptimizer(Model<U>&, Opt, Rest&&...) {
-        detail::reject_model_element_type<U, T>();
+        static_assert(std::is_same_v<U, T>,
+                      "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
+                      "(e.g. Adam<float> with Model<float>, not Adam<double>)");
     }
 
     DistOptimizer(const DistOptimizer&) = delete;

@@ -84,11 +84,7 @@ public:
     /// model's size first unless root's already holds state of that size, e.g. restored from a checkpoint),
     /// and builds the gradient buckets.
     DistOptimizer(Model<value_type>& model, Opt opt, SyncOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
-        : model_(model),
-          opt_(std::move(opt)),
-          options_(options),
-          comm_(comm),
-          passes_(options.accumulation_steps, options.overlap && comm_.size() > 1, model.num_parameters()) {
+        : model_(model), opt_(std::move(opt)), options_(options), comm_(comm) {
         OperationScope op("DistOptimizer constructor", comm_.mpi_comm(), detail::no_step,
                           options_.stall_timeout);
         detail::check_same_setup(model_, opt_, options_, "DistOptimizer", comm_.mpi_comm());
@@ -105,6 +101,7 @@ public:
         const bool progress = overlapping && schedule_.size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
         if (overlapping) schedule_.prewarm(comm_, model_.num_parameters());
+        passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
         // Nothing below throws before the hooks are in place, except starting the thread (undone then).
         model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
         if (overlapping && options_.bucket_bytes > 0) {
@@ -131,7 +128,9 @@ public:
     /// the optimizer's.
     template <class U, class... Rest, class = std::enable_if_t<!std::is_same_v<U, value_type>>>
     DistOptimizer(Model<U>&, Opt, Rest&&...) {
-        detail::reject_model_element_type<U, value_type>();
+        static_assert(std::is_same_v<U, value_type>,
+                      "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
+                      "(e.g. Adam<float> with Model<float>, not Adam<double>)");
     }
 
     DistOptimizer(const DistOptimizer&) = delete;

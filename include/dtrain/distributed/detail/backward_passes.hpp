@@ -26,6 +26,9 @@ inline void check_step_passes(const char* who, std::size_t passes, std::size_t a
 /// buffer whose values are final, calling back when a suffix is worth reducing.
 class BackwardPasses {
 public:
+    /// One pass per step over an empty buffer, without overlap (a placeholder until assigned).
+    BackwardPasses() noexcept = default;
+
     /// `accumulation_steps` passes per step over a buffer of `n` values; with `overlap`, the last pass of
     /// each step reports its final suffixes.
     BackwardPasses(std::size_t accumulation_steps, bool overlap, std::size_t n) noexcept
@@ -87,9 +90,9 @@ private:
         ready_from_ = n_;
     }
 
-    std::size_t accumulation_steps_;
-    bool overlap_;
-    std::size_t n_;
+    std::size_t accumulation_steps_ = 1;
+    bool overlap_ = false;
+    std::size_t n_ = 0;
     std::size_t passes_ = 0;      // complete passes since the last step / restart
     bool in_pass_ = false;        // a pass has reported gradients and not finished
     bool reporting_ = false;      // the current pass reports final suffixes

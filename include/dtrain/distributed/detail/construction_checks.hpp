@@ -1,12 +1,10 @@
 #pragma once
 
 /// @file
-/// The checks both DistOptimizer constructors start with: a model of the optimizer's element type (at
-/// compile time), the same model, optimizer and options on every rank (collectively), and options that fit
-/// the communicator.
+/// The checks both DistOptimizer constructors start with: the same model, optimizer and options on every rank
+/// (collectively), and options that fit the communicator.
 
 #include <string>
-#include <type_traits>
 
 #include <mpi.h>
 
@@ -17,15 +15,6 @@
 #include <dtrain/nn/model.hpp>
 
 namespace dtrain::detail {
-
-/// Called by the DistOptimizer constructors that take a Model<U> when the optimizer's value_type is T: fails
-/// to compile with a sentence instead of "no matching function".
-template <class U, class T>
-void reject_model_element_type() {
-    static_assert(std::is_same_v<U, T>,
-                  "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type (e.g. "
-                  "Adam<float> with Model<float>, not Adam<double>)");
-}
 
 /// Collective over `comm`: check_replicas() of every rank's model, optimizer and options against rank 0's
 /// (throws dtrain::Error on every rank, naming `who` and the first difference).
