@@ -12,3 +12,4 @@ target_compile_definitions(distributed_async_bsp_test PRIVATE DTRAIN_SOURCE_DIR=
 dtrain_add_test(distributed_async_ssp_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/async_ssp_test.cpp RANKS 3 4 TIMEOUT 120)
 target_compile_definitions(distributed_async_ssp_test PRIVATE DTRAIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 dtrain_add_test(distributed_async_server_state_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/server_state_test.cpp)
+dtrain_add_test(distributed_async_final_gather_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/final_gather_test.cpp RANKS 1 2 3)

@@ -31,12 +31,9 @@ auto collectively(Fn&& fn, MPI_Comm comm = MPI_COMM_WORLD) {
             fn();
         else
             result.emplace(fn());
-    } catch (const std::exception& e) {
-        failed = true;
-        message = e.what();
     } catch (...) {
         failed = true;
-        message = "an exception of a type not derived from std::exception";
+        message = detail::exception_message(std::current_exception());
     }
     const int rank = comm_rank(comm), size = comm_size(comm);
     const int first = detail::allreduce_value(failed ? rank : size, MPI_MIN, comm);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,18 @@ std::string concat(const Args&... args) {
     std::ostringstream os;
     (os << ... << args);
     return os.str();
+}
+
+/// The message of the exception `e` (non-null): its what() when it derives from std::exception, otherwise
+/// a sentence saying it does not, e.g. to report it on other ranks.
+inline std::string exception_message(const std::exception_ptr& e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+        return "an exception of a type not derived from std::exception";
+    }
 }
 
 /// Formats a shape as "[a, b, c]".

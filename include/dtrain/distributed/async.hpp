@@ -1,17 +1,17 @@
 #pragma once
 
 /// @file
-/// The asynchronous (parameter-server) policy: DistOptimizer<Async, Opt>, a facade over the protocol
-/// (async/protocol.hpp), the master's role (async/parameter_server.hpp with its state machine in
-/// async/server_state.hpp) and the worker's role (async/worker.hpp).
+/// The asynchronous (parameter-server) policy: DistOptimizer<Async, Opt>, a facade over async/: the protocol
+/// (protocol.hpp), the master's role (parameter_server.hpp with its state machine in server_state.hpp), the
+/// worker's role (worker.hpp) and the final gather (final_gather.hpp).
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,11 +22,14 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>
+#include <dtrain/distributed/async/final_gather.hpp>
 #include <dtrain/distributed/async/parameter_server.hpp>
 #include <dtrain/distributed/async/protocol.hpp>
 #include <dtrain/distributed/async/worker.hpp>
+#include <dtrain/distributed/detail/backward_passes.hpp>
+#include <dtrain/distributed/detail/construction_checks.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
-#include <dtrain/distributed/detail/replica_check.hpp>
+#include <dtrain/distributed/detail/nonfinite.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/report.hpp>
@@ -37,34 +40,30 @@
 namespace dtrain {
 
 /// Asynchronous data-parallel training with parameter servers (the Go report's Send/Recv design and the
-/// assignment's multi-master design), with a Stale-Synchronous-Parallel staleness bound, behind the same
-/// interface as the synchronous DistOptimizer (the same training loop runs under every policy).
+/// assignment's multi-master design) and a Stale-Synchronous-Parallel staleness bound, behind the interface
+/// of the synchronous DistOptimizer (the same training loop runs under every policy).
 ///
-/// Roles: ranks 0 .. M-1 (M = options.masters) are masters, ranks M .. size-1 the W = size - M workers
-/// (worker_rank() = rank - M). The parameters and the optimizer state are sharded over the masters in
-/// contiguous ranges (options.sharding); master m owns shards()[m] and runs the optimizer on it.
+/// Roles: ranks 0 .. M-1 (M = options.masters) are masters, the W = size - M others workers (worker_rank()
+/// = rank - M). Master m owns the contiguous range shards()[m] of the parameters and of the optimizer state
+/// (options.sharding) and runs the optimizer on it.
 ///
-/// run(loop): workers run `loop`; each step() sends master m the gradient slice shards()[m] (with the step
-/// number and what report() recorded) and receives the fresh slice straight into the model, all masters
-/// concurrently; when the loop returns the worker tells the masters its step count. Workers may run
-/// different numbers of steps. Masters serve inside run(): they apply each gradient as it arrives and reply
-/// to its worker unless that worker is more than options.staleness steps ahead of the slowest unfinished
-/// worker (then the reply waits until the slowest catches up). With staleness 0 or options.average_rounds
-/// a master averages one gradient from every unfinished worker (summed in worker order), applies ONE update
-/// and replies to all: bulk-synchronous training equal to synchronous averaging. Afterwards (collectively)
-/// the shards are gathered into rank 0's model (every rank's with gather_to_all) and the workers' mean
-/// non-trainable state (BatchNorm statistics) into rank 0's.
+/// run(loop): workers run `loop`; each step() sends every master its gradient slice (with the step number
+/// and what report() recorded) and receives the fresh slice straight into the model, all masters
+/// concurrently; workers may run different numbers of steps. Masters serve inside run(): they apply each
+/// gradient as it arrives and reply unless its worker is more than options.staleness steps ahead of the
+/// slowest unfinished worker (then the reply waits). With staleness 0 or options.average_rounds a master
+/// averages one gradient of every unfinished worker (summed in worker order) into ONE update and replies to
+/// all: bulk-synchronous training equal to synchronous averaging. Afterwards run() gathers the shards and
+/// the workers' mean non-trainable state into rank 0's model (every rank's with gather_to_all).
 ///
-/// The constructor broadcasts parameters and state from options.root, as the synchronous policies do, so a
-/// seed gives the same initial model under every policy; each master takes its slice of root's optimizer
-/// state (when root's holds state for the whole model) and its step count. Gradient accumulation works as
-/// in the synchronous policies (step() sends the mean of the k accumulated gradients).
-///
-/// Learning-rate schedules advance once per WORKER step, which is once per global round of W gradients,
-/// as in a synchronous run over the same global batch: the gradient a worker sends at its n-th step (its
-/// optimizer's steps()) is applied with the rate and the bias correction of step n. Each worker's
-/// optimizer counts its own steps, so its optimizer().learning_rate() is the rate its next gradient gets;
-/// a master's optimizer().steps() counts the worker steps up to the last gradient it applied.
+/// As in the synchronous policies (so a seed gives the same initial model under every policy), the
+/// constructor broadcasts parameters and state from options.root (each master takes its slice of root's
+/// optimizer state, when root holds state for the whole model, and its step count), and step() sends the
+/// mean of the accumulation_steps gradients. Learning-rate schedules advance once per WORKER step, i.e. once
+/// per global round of W gradients as in a synchronous run over the same global batch: the gradient of a
+/// worker's n-th step (its optimizer's steps(), so its optimizer().learning_rate() is the rate its next
+/// gradient gets) is applied with the rate and the bias correction of step n; a master's
+/// optimizer().steps() counts up to the last gradient it applied.
 ///
 /// Errors: fewer than M + 1 ranks, M < 1, or ranks that differ in model, optimizer or options throw
 /// dtrain::Error on every rank from the constructor. An exception from one worker's loop does not hang the
@@ -93,29 +92,13 @@ public:
         : model_(&model), opt_(std::move(opt)), options_(options), comm_(comm) {
         OperationScope op("DistOptimizer<Async> constructor", comm_.get(), detail::no_step,
                           options_.stall_timeout);
-        detail::ReplicaFacts facts;
-        detail::describe_model(model, facts);
-        detail::describe_optimizer(opt_, facts);
-        detail::describe_options(options_, facts);
-        detail::check_replicas(facts, "DistOptimizer<Async>",
-                               "every rank must build the same model and optimizer", 0, comm_.get());
+        detail::check_same_setup(model, opt_, options_, "DistOptimizer<Async>", comm_.get());
         const int m = options_.masters, size = comm_.size();
-        DTRAIN_CHECK(m >= 1, "DistOptimizer<Async>: options.masters must be at least 1, got ", m);
-        DTRAIN_CHECK(size >= m + 1, "DistOptimizer<Async>: ", m, " master(s) need at least ", m + 1,
-                     " ranks (at least one worker), but the communicator has ", size, " rank(s)");
-        detail::check_root("DistOptimizer<Async>", options_.root, size);
-        DTRAIN_CHECK(options_.accumulation_steps >= 1,
-                     "DistOptimizer<Async>: options.accumulation_steps must be at least 1, got ",
-                     options_.accumulation_steps);
+        detail::check_options(options_, size);
         shards_ = plan_shards(model, std::size_t(m), options_.sharding);
-        std::vector<Range> owned(static_cast<std::size_t>(size));
-        for (int r = 0; r < m; ++r) {
-            owned[std::size_t(r)] = shards_[std::size_t(r)];
-            counts_.push_back(int(shards_[std::size_t(r)].size));
-            displs_.push_back(int(shards_[std::size_t(r)].offset));
-        }
-        counts_.resize(std::size_t(size), 0);
-        displs_.resize(std::size_t(size), 0);
+        std::vector<Range> owned = shards_;  // the masters own their shards, the workers nothing
+        owned.resize(static_cast<std::size_t>(size));
+        gather_ = detail::AsyncFinalGather<T>(shards_, size, model.state().size());
         MPI_Comm split = MPI_COMM_NULL;
         DTRAIN_MPI_CHECK(MPI_Comm_split(comm_.get(), is_worker() ? 0 : MPI_UNDEFINED, rank(), &split));
         if (split != MPI_COMM_NULL) {
@@ -128,7 +111,6 @@ public:
         else
             server_.emplace(comm_.get(), rank(), m, size - m, shard().size, options_.staleness,
                             options_.staleness == 0 || options_.average_rounds);
-        if (!model.state().empty()) zeros_.assign(model.state().size(), T(0));
         model_->set_grad_ready_hook([this](std::size_t layer) {
             if (layer == 0) ++passes_;
         });
@@ -140,8 +122,7 @@ public:
     DistOptimizer(Model<U>&, Opt, Rest&&...) {
         static_assert(std::is_same_v<U, T>,
                       "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
-                      "(e.g. Adam<float> "
-                      "with Model<float>, not Adam<double>)");
+                      "(e.g. Adam<float> with Model<float>, not Adam<double>)");
     }
 
     DistOptimizer(const DistOptimizer&) = delete;
@@ -171,10 +152,7 @@ public:
         DTRAIN_CHECK(is_worker() && in_run_,
                      "DistOptimizer<Async>::step: call it in the worker loop given to run(); rank ", rank(),
                      is_worker() ? " is outside run()" : " is a master");
-        DTRAIN_CHECK(passes_ == options_.accumulation_steps, "DistOptimizer<Async>::step: ", passes_,
-                     " backward passes since the last step, but accumulation_steps is ",
-                     options_.accumulation_steps, "; call step() once after every ",
-                     options_.accumulation_steps, " model.backward() calls");
+        detail::check_step_passes("DistOptimizer<Async>::step", passes_, options_.accumulation_steps);
         passes_ = 0;
         OperationScope op("DistOptimizer<Async>::step", comm_.get(), step_, options_.stall_timeout);
         const detail::AsyncGradHeader h{step_, samples_, loss_, opt_.steps()};
@@ -295,22 +273,10 @@ public:
     double global_mean(double x) { return global_sum(x) / double(num_workers()); }
 
 private:
-    // Every rank gets the parameters the masters hold (gather_to_all) or only rank 0 does.
+    // Every rank gets the parameters the masters hold or only rank 0 does.
     void share_parameters(bool root_only) {
-        T* p = model_->parameters().data();
-        const MPI_Datatype t = mpi_type<T>();
-        if (!root_only) {
-            DTRAIN_MPI_CHECK(
-                MPI_Allgatherv(MPI_IN_PLACE, 0, t, p, counts_.data(), displs_.data(), t, comm_.get()));
-            params_synced_ = true;
-        } else if (rank() == 0) {
-            DTRAIN_MPI_CHECK(
-                MPI_Gatherv(MPI_IN_PLACE, 0, t, p, counts_.data(), displs_.data(), t, 0, comm_.get()));
-        } else {
-            const Range r = shard();
-            DTRAIN_MPI_CHECK(
-                MPI_Gatherv(p + r.offset, int(r.size), t, nullptr, nullptr, nullptr, t, 0, comm_.get()));
-        }
+        gather_.parameters(model_->parameters().data(), !root_only, rank(), shard(), comm_.get());
+        if (!root_only) params_synced_ = true;
     }
 
     // After the loop: agree on the first worker whose loop failed (not merely stopped) and its message,
@@ -324,61 +290,26 @@ private:
         if (first < size()) {
             if (rank() == 0) stop_sent = server_->stop_sent();
             DTRAIN_MPI_CHECK(MPI_Bcast(stop_sent.data(), num_workers(), MPI_CHAR, 0, comm_.get()));
-            if (rank() == first) first_message_ = what(error);
+            if (rank() == first) first_message_ = detail::exception_message(error);
             detail::broadcast_string(first_message_, first, comm_.get());
         }
         if (is_worker()) worker_->end_run(stop_sent[std::size_t(worker_rank())] != 0);
         params_synced_ = false;
         share_parameters(!options_.gather_to_all);
-        share_state();
+        gather_.mean_state(model_->state(), options_.gather_to_all, is_worker(), rank(), num_workers(),
+                           comm_.get());
         if (first == size()) return;
         if (rank() == first) std::rethrow_exception(error);
         throw Error(detail::concat("DistOptimizer<Async>::run: the worker loop threw on rank ", first, ": ",
                                    first_message_));
     }
 
-    // The workers' mean non-trainable state into rank 0's model (every rank's with gather_to_all).
-    void share_state() {
-        Span<T> state = model_->state();
-        if (state.empty()) return;
-        const MPI_Datatype t = mpi_type<T>();
-        const int n = int(state.size());
-        if (options_.gather_to_all || rank() == 0) {
-            if (!is_worker()) std::fill(state.begin(), state.end(), T(0));
-            if (options_.gather_to_all)
-                DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, comm_.get()));
-            else
-                DTRAIN_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, state.data(), n, t, MPI_SUM, 0, comm_.get()));
-            for (auto& v : state)
-                v /= T(num_workers());
-        } else {
-            const T* mine = is_worker() ? state.data() : zeros_.data();
-            DTRAIN_MPI_CHECK(MPI_Reduce(mine, nullptr, n, t, MPI_SUM, 0, comm_.get()));
-        }
-    }
-
-    // The message of an exception (for other ranks).
-    static std::string what(const std::exception_ptr& e) {
-        try {
-            std::rethrow_exception(e);
-        } catch (const std::exception& x) {
-            return x.what();
-        } catch (...) {
-            return "an exception of a type not derived from std::exception";
-        }
-    }
-
     // Throws the error of a gradient holding a NaN or an infinity, naming the step and the layer.
     [[noreturn]] void nonfinite() const {
-        const Span<const T> g = model_->gradients();
-        const std::size_t i = detail::first_nonfinite(g.data(), g.size());
-        const std::size_t layer = detail::layer_of(model_->parameter_ranges(), i);
-        throw Error(
-            detail::concat("DistOptimizer<Async>::step: worker ", worker_rank(), "'s gradient of step ",
-                           step_, " is not finite: ", g[i], " at index ", i, ", in layer ", layer, " (",
-                           model_->layer(layer).name(), "); a NaN or an infinity in the input, the loss or ",
-                           "the parameters reached the gradients (options.nonfinite = NonFinite::Skip skips ",
-                           "such steps instead)"));
+        throw Error(detail::concat(
+            "DistOptimizer<Async>::step: worker ", worker_rank(), "'s gradient of step ", step_,
+            " is not finite: ", detail::locate_nonfinite_gradient(*model_, 0, model_->gradients().size()),
+            " (options.nonfinite = NonFinite::Skip skips such steps instead)"));
     }
 
     Model<T>* model_;
@@ -387,13 +318,12 @@ private:
     detail::CommHandle comm_;
     detail::CommHandle worker_comm_;
     std::vector<Range> shards_;
-    std::vector<int> counts_, displs_;                    // the masters' shards, for the final gathers
     std::optional<detail::AsyncWorker<T>> worker_;        // on workers
     std::optional<detail::ParameterServer<Opt>> server_;  // on masters
+    detail::AsyncFinalGather<T> gather_;
     std::function<void(const AsyncStepInfo&)> callback_;
     AsyncStats stats_;
     Reported reported_;
-    std::vector<T> zeros_;  // a master's (empty) contribution to the workers' mean state
     bool params_synced_ = true;
     bool stopped_ = false;  // this worker's loop ended because master 0 said stop
     std::uint64_t skipped_ = 0;

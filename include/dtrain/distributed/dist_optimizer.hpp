@@ -19,9 +19,11 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
+#include <dtrain/distributed/detail/backward_passes.hpp>
+#include <dtrain/distributed/detail/construction_checks.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
 #include <dtrain/distributed/detail/nonfinite.hpp>
-#include <dtrain/distributed/detail/replica_check.hpp>
+#include <dtrain/distributed/detail/state_sync.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
 #include <dtrain/distributed/report.hpp>
@@ -36,17 +38,8 @@ namespace dtrain {
 /// Communicator concept, comm/communicator.hpp). This primary template implements the SYNCHRONOUS policies:
 /// every rank is a worker; step() averages the gradients over all ranks and applies the local optimizer, so
 /// all ranks hold bitwise-identical parameters after every step. DistOptimizer<Async, Opt>
-/// (distributed/async.hpp) has the same interface, so one training loop runs under every policy:
-///
-///     dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(...), options);
-///     opt.run([&] {  // every rank (with Async: the workers; the masters serve)
-///         for (...) {
-///             opt.zero_grad();
-///             model.forward(x); loss.compute(out, y, grad); model.backward(grad);  // k times with accumulation
-///             opt.report(loss_value, batch_size);  // optional, for per-epoch metrics
-///             opt.step();
-///         }
-///     });
+/// (distributed/async.hpp) has the same interface, so one training loop, `opt.run([&] { ... opt.zero_grad();
+/// model.backward(...); opt.step(); ... })` as in the README's 20-line program, runs under every policy.
 ///
 /// Gradients are reduced in buckets of about options.bucket_bytes, last layer first (make_buckets()). With
 /// options.overlap (default) a bucket's nonblocking reduction starts during backward() as soon as its
@@ -94,15 +87,8 @@ public:
         : model_(model), opt_(std::move(opt)), options_(options), comm_(comm) {
         OperationScope op("DistOptimizer constructor", comm_.mpi_comm(), detail::no_step,
                           options_.stall_timeout);
-        detail::ReplicaFacts facts;
-        detail::describe_model(model_, facts);
-        detail::describe_optimizer(opt_, facts);
-        detail::describe_options(options_, facts);
-        detail::check_replicas(facts, "DistOptimizer", "every rank must build the same model and optimizer",
-                               0, comm_.mpi_comm());
-        DTRAIN_CHECK(options_.accumulation_steps >= 1, "DistOptimizer: accumulation_steps must be >= 1, got ",
-                     options_.accumulation_steps);
-        detail::check_root("DistOptimizer", options_.root, comm_.size());
+        detail::check_same_setup(model_, opt_, options_, "DistOptimizer", comm_.mpi_comm());
+        detail::check_options(options_, comm_.size());
         const Range whole{0, model_.num_parameters()};
         detail::share_initial_state(model_, opt_, std::vector<Range>(std::size_t(comm_.size()), whole),
                                     options_.root, comm_.mpi_comm());
@@ -115,6 +101,7 @@ public:
         const bool progress = overlapping && schedule_.size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
         if (overlapping) schedule_.prewarm(comm_, model_.num_parameters());
+        passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
         // Nothing below throws before the hooks are in place, except starting the thread (undone then).
         model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
         if (overlapping && options_.bucket_bytes > 0) {
@@ -143,8 +130,7 @@ public:
     DistOptimizer(Model<U>&, Opt, Rest&&...) {
         static_assert(std::is_same_v<U, value_type>,
                       "dtrain::DistOptimizer: the optimizer's value_type must be the model's element type "
-                      "(e.g. Adam<float> "
-                      "with Model<float>, not Adam<double>)");
+                      "(e.g. Adam<float> with Model<float>, not Adam<double>)");
     }
 
     DistOptimizer(const DistOptimizer&) = delete;
@@ -163,8 +149,7 @@ public:
         OperationScope op("DistOptimizer::zero_grad", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         drain();
         model_.zero_grad();
-        passes_ = 0;
-        in_pass_ = false;
+        passes_.restart();
     }
 
     /// Records this step's batch-mean `loss` over `samples` samples into reported() (per-epoch metrics; the
@@ -175,10 +160,7 @@ public:
     /// reductions started during backward, reducing the rest), applies the local optimizer and syncs the
     /// model state (see the class comment). Throws dtrain::Error after another number of backward passes.
     void step() {
-        DTRAIN_CHECK(passes_ == options_.accumulation_steps, "DistOptimizer::step: ", passes_,
-                     " backward passes since the last step, but accumulation_steps is ",
-                     options_.accumulation_steps, "; call step() once after every ",
-                     options_.accumulation_steps, " model.backward() calls");
+        passes_.check_step("DistOptimizer::step");
         OperationScope op("DistOptimizer::step", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         Span<value_type> grads = model_.gradients(), params = model_.parameters();
         const bool multi = comm_.size() > 1;
@@ -217,7 +199,7 @@ public:
         }
         schedule_.end_round();
         lock.unlock();
-        passes_ = 0;
+        passes_.end_step();
         if constexpr (has_step_range_v<Opt>) {
             if (pipelined) opt_.finish_step();
         }
@@ -228,7 +210,7 @@ public:
             TimelineScope scope("optimizer step", "optim");
             opt_.step(params, Span<const value_type>(grads.data(), grads.size()));
         }
-        if (multi) sync_state();
+        if (multi) detail::sync_model_state(comm_, model_.state(), options_.state_sync, options_.root);
     }
 
     /// Runs `worker_loop()` (every rank is a worker for the synchronous policies), then checks collectively
@@ -290,48 +272,25 @@ private:
         model_.set_partial_grad_hook(nullptr, 0);
     }
 
-    // The first gradient event of a backward pass: checks the pass count and decides whether this pass
-    // (the last of the step) starts reductions.
-    void begin_pass() {
-        DTRAIN_CHECK(passes_ < options_.accumulation_steps, "DistOptimizer: backward pass ", passes_ + 1,
-                     " since the last step, but accumulation_steps is ", options_.accumulation_steps,
-                     "; call step() once after every ", options_.accumulation_steps,
-                     " model.backward() calls");
-        in_pass_ = true;
-        communicating_ = options_.overlap && comm_.size() > 1 && passes_ + 1 == options_.accumulation_steps;
-        ready_from_ = model_.num_parameters();
-    }
-
     // Called by Model::backward() after layer `layer`'s gradients are final (last layer first).
     void on_grad_ready(std::size_t layer) {
-        if (!in_pass_) begin_pass();
-        // Buckets that become ready at layer 0 have no computation left to overlap with: step() reduces
-        // them (pipelined with the optimizer, or with the often faster blocking call).
-        if (communicating_) mark_ready(model_.parameter_ranges()[layer].offset, layer > 0);
-        if (layer == 0) {
-            ++passes_;
-            in_pass_ = false;
-            communicating_ = false;
-        }
+        passes_.layer_ready(layer, model_.parameter_ranges()[layer].offset,
+                            [this](std::size_t from) { launch_ready(from); });
     }
 
     // Called by a layer's backward() with values [begin, end) of its slice final (end of the slice first).
     void on_partial_grad(std::size_t layer, std::size_t begin, std::size_t end) {
-        if (!in_pass_) begin_pass();
-        if (!communicating_) return;
-        const std::size_t offset = model_.parameter_ranges()[layer].offset;
-        if (offset + end == ready_from_) mark_ready(offset + begin, true);  // extends the final suffix
+        passes_.partial_ready(model_.parameter_ranges()[layer].offset, begin, end,
+                              [this](std::size_t from) { launch_ready(from); });
     }
 
-    // Everything from `from` to the end of the flat gradient buffer is final: starts (if `launch_now`) the
-    // reductions of the buckets inside it that have not started yet.
-    void mark_ready(std::size_t from, bool launch_now) {
-        ready_from_ = std::min(ready_from_, from);
-        if (!launch_now) return;
+    // Everything from `from` to the end of the flat gradient buffer is final: starts the reductions of the
+    // buckets inside it that have not started yet.
+    void launch_ready(std::size_t from) {
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
         schedule_.poll(comm_);
-        if (schedule_.launch_ready(comm_, model_.gradients(), ready_from_)) {
+        if (schedule_.launch_ready(comm_, model_.gradients(), from)) {
             lock.unlock();
             progress_.notify();
         }
@@ -339,16 +298,11 @@ private:
 
     // Throws the error of a non-finite gradient in bucket `k`, naming the step, the value and the layer.
     [[noreturn]] void nonfinite(const Bucket& k) {
-        const value_type* g = model_.gradients().data() + k.offset;
-        const std::size_t i = k.offset + detail::first_nonfinite(g, k.size);
-        const std::size_t layer = detail::layer_of(model_.parameter_ranges(), i);
-        throw Error(
-            detail::concat("DistOptimizer::step: the ", comm_.size() > 1 ? "averaged " : "",
-                           "gradient of step ", opt_.steps(), " is not finite: ", model_.gradients()[i],
-                           " at index ", i, ", in layer ", layer, " (", model_.layer(layer).name(),
-                           "); a NaN or an infinity in the input, the loss or the parameters reached ",
-                           "the gradients. Every rank stops here (options.nonfinite = NonFinite::Skip skips "
-                           "such steps instead)"));
+        throw Error(detail::concat(
+            "DistOptimizer::step: the ", comm_.size() > 1 ? "averaged " : "", "gradient of step ",
+            opt_.steps(), " is not finite: ", detail::locate_nonfinite_gradient(model_, k.offset, k.size),
+            ". Every rank stops here (options.nonfinite = NonFinite::Skip skips such "
+            "steps instead)"));
     }
 
     // Completes the reductions started during backward() that step() will not consume.
@@ -357,32 +311,15 @@ private:
         schedule_.drain(comm_);
     }
 
-    // Keeps the non-trainable model state consistent across ranks (options_.state_sync).
-    void sync_state() {
-        Span<value_type> s = model_.state();
-        if (s.empty() || options_.state_sync == StateSync::None) return;
-        if (options_.state_sync == StateSync::Broadcast) {
-            comm_.broadcast(s, options_.root);
-            return;
-        }
-        comm_.allreduce_sum(s);
-        const value_type inv = value_type(1.0 / double(comm_.size()));
-        for (auto& v : s)
-            v *= inv;
-    }
-
     Model<value_type>& model_;
     Opt opt_;
     SyncOptions options_;
     Comm comm_;
+    detail::BackwardPasses passes_;
     BucketSchedule<Comm, value_type> schedule_;
     std::mutex mutex_;         // serialises comm_ and schedule_ between this thread and progress_
     ProgressThread progress_;  // declared after what it polls, so it stops first
     Reported reported_;
-    std::size_t passes_ = 0;            // backward passes since the last step / zero_grad
-    bool communicating_ = false;        // the current backward pass starts reductions
-    bool in_pass_ = false;              // a backward pass has reported gradients and not finished
-    std::size_t ready_from_ = 0;        // gradients [ready_from_, end) are final in this pass
     value_type scale_ = value_type(1);  // 1 / (size() * accumulation_steps)
     std::uint64_t skipped_ = 0;
 };

@@ -16,6 +16,26 @@
 #include <dtrain/nn/layers/residual.hpp>
 #include <dtrain/nn/model.hpp>
 
+namespace dtrain::detail {
+
+/// Appends Conv2d(in, out, kernel)-ReLU-MaxPool2d(2), the convolution stage of the LeNet-style CNNs.
+template <class T>
+void add_conv_relu_pool(Model<T>& m, std::size_t in, std::size_t out, std::size_t kernel) {
+    m.add(Conv2d<T>(in, out, kernel)).add(ReLU<T>()).add(MaxPool2d<T>(2));
+}
+
+/// Appends Dense layers of the given widths (Dense(widths[0], widths[1]), ...) with ReLU between them and
+/// none after the last.
+template <class T>
+void add_dense_relu(Model<T>& m, const std::vector<std::size_t>& widths) {
+    for (std::size_t i = 0; i + 1 < widths.size(); ++i) {
+        if (i > 0) m.add(ReLU<T>());
+        m.add(Dense<T>(widths[i], widths[i + 1]));
+    }
+}
+
+}  // namespace dtrain::detail
+
 /// The networks of dtrain's source documents, ready-made (like torchvision's models): each returns a fresh
 /// Model initialised from `seed`.
 namespace dtrain::zoo {
@@ -26,16 +46,10 @@ namespace dtrain::zoo {
 template <class T = float>
 Model<T> singa_cnn(std::uint64_t seed = 0) {
     Model<T> m({1, 28, 28}, seed);
-    m.add(Conv2d<T>(1, 20, 5))
-        .add(ReLU<T>())
-        .add(MaxPool2d<T>(2))
-        .add(Conv2d<T>(20, 50, 5))
-        .add(ReLU<T>())
-        .add(MaxPool2d<T>(2))
-        .add(Flatten<T>())
-        .add(Dense<T>(800, 500))
-        .add(ReLU<T>())
-        .add(Dense<T>(500, 10));
+    detail::add_conv_relu_pool(m, 1, 20, 5);
+    detail::add_conv_relu_pool(m, 20, 50, 5);
+    m.add(Flatten<T>());
+    detail::add_dense_relu(m, {800, 500, 10});
     return m;
 }
 
@@ -44,18 +58,10 @@ Model<T> singa_cnn(std::uint64_t seed = 0) {
 template <class T = float>
 Model<T> cifar_cnn(std::uint64_t seed = 0) {
     Model<T> m({3, 32, 32}, seed);
-    m.add(Conv2d<T>(3, 64, 5))
-        .add(ReLU<T>())
-        .add(MaxPool2d<T>(2))
-        .add(Conv2d<T>(64, 16, 5))
-        .add(ReLU<T>())
-        .add(MaxPool2d<T>(2))
-        .add(Flatten<T>())
-        .add(Dense<T>(400, 120))
-        .add(ReLU<T>())
-        .add(Dense<T>(120, 84))
-        .add(ReLU<T>())
-        .add(Dense<T>(84, 10));
+    detail::add_conv_relu_pool(m, 3, 64, 5);
+    detail::add_conv_relu_pool(m, 64, 16, 5);
+    m.add(Flatten<T>());
+    detail::add_dense_relu(m, {400, 120, 84, 10});
     return m;
 }
 
@@ -100,10 +106,7 @@ Model<T> mlp(const std::vector<std::size_t>& widths, std::uint64_t seed = 0) {
     DTRAIN_CHECK(widths.size() >= 2, "zoo::mlp: needs at least an input and an output width, got ",
                  widths.size(), " width(s)");
     Model<T> m({widths.front()}, seed);
-    for (std::size_t i = 0; i + 1 < widths.size(); ++i) {
-        if (i > 0) m.add(ReLU<T>());
-        m.add(Dense<T>(widths[i], widths[i + 1]));
-    }
+    detail::add_dense_relu(m, widths);
     return m;
 }
 

@@ -39,18 +39,13 @@ public:
 template <class T = float>
 class Adam : public detail::BasicAdam<T, AdamOptions, false> {
 public:
-    /// The options type.
-    using Options = AdamOptions;
-
     /// Adam with the given options. Throws dtrain::Error naming Adam and the value when lr, eps or
     /// weight_decay is negative or a beta is outside [0, 1).
     explicit Adam(const AdamOptions& options = AdamOptions())
-        : detail::BasicAdam<T, AdamOptions, false>("Adam", options) {}
+        : detail::BasicAdam<T, AdamOptions, false>(options) {}
 };
 
-static_assert(is_optimizer_v<Adam<float>>, "Adam<float> must model the Optimizer concept");
-static_assert(is_optimizer_v<Adam<double>>, "Adam<double> must model the Optimizer concept");
-static_assert(has_step_range_v<Adam<float>>,
-              "Adam<float> must provide the range form of the Optimizer concept");
+static_assert(detail::is_range_optimizer_template_v<Adam>,
+              "Adam<float> and Adam<double> must model the Optimizer concept with its range form");
 
 }  // namespace dtrain

@@ -39,18 +39,13 @@ public:
 template <class T = float>
 class AdamW : public detail::BasicAdam<T, AdamWOptions, true> {
 public:
-    /// The options type.
-    using Options = AdamWOptions;
-
     /// AdamW with the given options. Throws dtrain::Error naming AdamW and the value when lr, eps or
     /// weight_decay is negative or a beta is outside [0, 1).
     explicit AdamW(const AdamWOptions& options = AdamWOptions())
-        : detail::BasicAdam<T, AdamWOptions, true>("AdamW", options) {}
+        : detail::BasicAdam<T, AdamWOptions, true>(options) {}
 };
 
-static_assert(is_optimizer_v<AdamW<float>>, "AdamW<float> must model the Optimizer concept");
-static_assert(is_optimizer_v<AdamW<double>>, "AdamW<double> must model the Optimizer concept");
-static_assert(has_step_range_v<AdamW<float>>,
-              "AdamW<float> must provide the range form of the Optimizer concept");
+static_assert(detail::is_range_optimizer_template_v<AdamW>,
+              "AdamW<float> and AdamW<double> must model the Optimizer concept with its range form");
 
 }  // namespace dtrain

@@ -91,4 +91,15 @@ struct has_step_range<Opt,
 template <class Opt>
 inline constexpr bool has_step_range_v = has_step_range<Opt>::value;
 
+namespace detail {
+
+/// True when `Opt<float>` and `Opt<double>` model the Optimizer concept, range form included: what each of
+/// dtrain's optimizers asserts at the end of its header.
+template <template <class> class Opt>
+inline constexpr bool is_range_optimizer_template_v =
+    std::conjunction_v<is_optimizer<Opt<float>>, is_optimizer<Opt<double>>, has_step_range<Opt<float>>,
+                       has_step_range<Opt<double>>>;
+
+}  // namespace detail
+
 }  // namespace dtrain

@@ -210,9 +210,7 @@ private:
     SGDOptions options_;
 };
 
-static_assert(is_optimizer_v<SGD<float>>, "SGD<float> must model the Optimizer concept");
-static_assert(is_optimizer_v<SGD<double>>, "SGD<double> must model the Optimizer concept");
-static_assert(has_step_range_v<SGD<float>>,
-              "SGD<float> must provide the range form of the Optimizer concept");
+static_assert(detail::is_range_optimizer_template_v<SGD>,
+              "SGD<float> and SGD<double> must model the Optimizer concept with its range form");
 
 }  // namespace dtrain

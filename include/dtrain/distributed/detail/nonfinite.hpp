@@ -9,11 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/span.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/model.hpp>
 
 namespace dtrain::detail {
 
@@ -63,6 +66,18 @@ inline std::size_t layer_of(const std::vector<Range>& ranges, std::size_t i) {
     const auto it = std::upper_bound(ranges.begin(), ranges.end(), i,
                                      [](std::size_t v, const Range& r) { return v < r.offset + r.size; });
     return std::size_t(it - ranges.begin());
+}
+
+/// Where the first NaN or infinity among the gradients [offset, offset + n) of `model` is, for the errors
+/// of the distributed optimizers: "<value> at index <i>, in layer <l> (<layer name>); a NaN or an infinity
+/// in the input, the loss or the parameters reached the gradients".
+template <class T>
+std::string locate_nonfinite_gradient(const Model<T>& model, std::size_t offset, std::size_t n) {
+    const Span<const T> g = model.gradients();
+    const std::size_t i = offset + first_nonfinite(g.data() + offset, n);
+    const std::size_t layer = layer_of(model.parameter_ranges(), i);
+    return concat(g[i], " at index ", i, ", in layer ", layer, " (", model.layer(layer).name(),
+                  "); a NaN or an infinity in the input, the loss or the parameters reached the gradients");
 }
 
 }  // namespace dtrain::detail

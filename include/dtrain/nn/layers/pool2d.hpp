@@ -23,9 +23,9 @@ namespace detail {
 template <class T>
 class Pool2dBase : public Layer<T> {
 public:
-    /// Requires kernel > 0 and stride > 0; `kind` is "MaxPool2d" or "AvgPool2d".
+    /// Requires kernel > 0; `stride` 0 means stride = kernel; `kind` is "MaxPool2d" or "AvgPool2d".
     Pool2dBase(const char* kind, std::size_t kernel, std::size_t stride)
-        : kind_(kind), k_(kernel), s_(stride) {
+        : kind_(kind), k_(kernel), s_(stride == 0 ? kernel : stride) {
         DTRAIN_CHECK(k_ > 0 && s_ > 0, kind_, ": kernel and stride must be positive, got kernel=", k_,
                      ", stride=", s_);
     }
@@ -41,6 +41,20 @@ public:
     }
 
 protected:
+    // The loop bounds of the current batch: planes = batch * C, the input plane h x w, the output plane
+    // oh x ow, the kernel and the stride.
+    struct Geometry {
+        std::size_t planes, h, w, oh, ow, k, stride;
+    };
+
+    Geometry geometry() const { return {out_[0] * out_[1], in_[2], in_[3], out_[2], out_[3], k_, s_}; }
+
+    // Validates a batch, sizes `out` for it and returns its loop bounds.
+    Geometry prepare_forward(const Tensor<T>& in, Tensor<T>& out) {
+        ensure_shape(out, prepare(in));
+        return geometry();
+    }
+
     // Validates a batch and returns its output shape; cheap when the shape is unchanged.
     const std::array<std::size_t, 4>& prepare(const Tensor<T>& in) {
         const auto& s = in.shape();
@@ -83,14 +97,10 @@ class MaxPool2d final : public detail::Pool2dBase<T> {
 
 public:
     /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
-    explicit MaxPool2d(std::size_t kernel, std::size_t stride = 0)
-        : Base("MaxPool2d", kernel, stride == 0 ? kernel : stride) {}
+    explicit MaxPool2d(std::size_t kernel, std::size_t stride = 0) : Base("MaxPool2d", kernel, stride) {}
 
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
-        const auto& os = this->prepare(in);
-        ensure_shape(out, os);
-        const std::size_t planes = os[0] * os[1], h = this->in_[2], w = this->in_[3], oh = os[2], ow = os[3];
-        const std::size_t k = this->k_, st = this->s_;
+        const auto [planes, h, w, oh, ow, k, st] = this->prepare_forward(in, out);
         const T* x = in.data();
         T* y = out.data();
         Index* am = argmax_.data();
@@ -179,14 +189,10 @@ class AvgPool2d final : public detail::Pool2dBase<T> {
 
 public:
     /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
-    explicit AvgPool2d(std::size_t kernel, std::size_t stride = 0)
-        : Base("AvgPool2d", kernel, stride == 0 ? kernel : stride) {}
+    explicit AvgPool2d(std::size_t kernel, std::size_t stride = 0) : Base("AvgPool2d", kernel, stride) {}
 
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
-        const auto& os = this->prepare(in);
-        ensure_shape(out, os);
-        const std::size_t planes = os[0] * os[1], h = this->in_[2], w = this->in_[3], oh = os[2], ow = os[3];
-        const std::size_t k = this->k_, st = this->s_;
+        const auto [planes, h, w, oh, ow, k, st] = this->prepare_forward(in, out);
         const T scale = T(1) / T(k * k);
         const T* x = in.data();
         T* y = out.data();
@@ -212,8 +218,7 @@ public:
         this->prepare(in);
         ensure_shape(grad_in, in.shape());
         std::fill(grad_in.begin(), grad_in.end(), T(0));
-        const std::size_t planes = this->out_[0] * this->out_[1], h = this->in_[2], w = this->in_[3];
-        const std::size_t oh = this->out_[2], ow = this->out_[3], k = this->k_, st = this->s_;
+        const auto [planes, h, w, oh, ow, k, st] = this->geometry();
         const T scale = T(1) / T(k * k);
         const T* g = grad_out.data();
         T* d = grad_in.data();

@@ -128,12 +128,16 @@ void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __r
 }
 
 /// Adam and AdamW: two state slots (slot 0 the first moment m, slot 1 the second moment v).
-/// `Decoupled` selects AdamW's decoupled weight decay instead of Adam's L2 term.
-template <class T, class Options, bool Decoupled>
+/// `Decoupled` selects AdamW's decoupled weight decay instead of Adam's L2 term, and the name "AdamW"
+/// instead of "Adam".
+template <class T, class Opts, bool Decoupled>
 class BasicAdam : public OptimizerBase<T> {
     using Base = OptimizerBase<T>;
 
 public:
+    /// The options type.
+    using Options = Opts;
+
     /// The options given at construction (lr is the initial base rate; see base_learning_rate()).
     const Options& options() const noexcept { return options_; }
 
@@ -163,15 +167,17 @@ public:
     }
 
 protected:
-    /// Checks the options, naming the optimizer `name` in errors.
-    BasicAdam(const char* name, const Options& options) : Base(name, 2, options.lr()), options_(options) {
-        check_unit_interval(name, "beta1", options.beta1());
-        check_unit_interval(name, "beta2", options.beta2());
-        check_non_negative(name, "eps", options.eps());
-        check_non_negative(name, "weight_decay", options.weight_decay());
+    /// Checks the options, naming the optimizer in errors.
+    explicit BasicAdam(const Options& options) : Base(kind, 2, options.lr()), options_(options) {
+        check_unit_interval(kind, "beta1", options.beta1());
+        check_unit_interval(kind, "beta2", options.beta2());
+        check_non_negative(kind, "eps", options.eps());
+        check_non_negative(kind, "weight_decay", options.weight_decay());
     }
 
 private:
+    static constexpr const char* kind = Decoupled ? "AdamW" : "Adam";
+
     // The fused update of n values p[0..n) whose moments are at [offset, offset + n) of the slots.
     void update(T* p, const T* g, std::size_t offset, std::size_t n, double lr) {
         const double b1 = options_.beta1(), b2 = options_.beta2(), wd = options_.weight_decay();
