@@ -14,6 +14,7 @@
 #include <iostream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <dtrain/dtrain.hpp>
 
@@ -81,11 +82,13 @@ int main(int argc, char** argv) {
 
     dtrain::Dataset train, test;
     dtrain::Standardizer x_scale, y_scale;
+    std::vector<std::string> warnings;
     try {
         dtrain::collectively([&] {
             dtrain::CsvOptions o;
             o.target_columns = {"target"};
             const dtrain::Dataset all = dtrain::read_csv(f.data, o);
+            warnings = all.warnings;
             std::tie(train, test) =
                 dtrain::train_test_split(all, f.test_fraction, f.seed, dtrain::SplitMode::Shuffled);
         });
@@ -93,6 +96,9 @@ int main(int argc, char** argv) {
         if (env.rank() == 0) std::cerr << "diabetes_regression: error: " << e.what() << "\n";
         return 2;
     }
+    if (env.rank() == 0)
+        for (const std::string& w : warnings)
+            std::cerr << "diabetes_regression: warning: " << w << "\n";
     x_scale.fit(train.features);
     x_scale.apply(train.features);
     x_scale.apply(test.features);

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <dtrain/dtrain.hpp>
 
@@ -95,9 +96,11 @@ int main(int argc, char** argv) {
     }
 
     dtrain::Dataset train, test;
+    std::vector<std::string> warnings;
     try {  // every rank learns of a failure on any rank (a file missing on one node) and exits 2
         dtrain::collectively([&] {
             const dtrain::Dataset all = dtrain::read_csv(i.data);
+            warnings = all.warnings;
             DTRAIN_CHECK(all.sample_size() == 4 && all.num_classes() == 3, "'", i.data,
                          "' must have 4 feature columns and 3 classes, got ", all.sample_size(), " and ",
                          all.num_classes());
@@ -109,6 +112,9 @@ int main(int argc, char** argv) {
         if (env.rank() == 0) std::cerr << "iris_mlp: error: " << e.what() << "\n";
         return 2;
     }
+    if (env.rank() == 0)
+        for (const std::string& w : warnings)
+            std::cerr << "iris_mlp: warning: " << w << "\n";
     dtrain::Standardizer z;
     if (i.standardize) {
         z.fit(train.features);

@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
         DTRAIN_CHECK(classes.size() == 3, "'", model_path, "' names ", classes.size(), " classes, need 3");
 
         dtrain::Dataset rows = dtrain::collectively([&] { return dtrain::read_csv(data); });
+        if (env.rank() == 0)
+            for (const std::string& w : rows.warnings)
+                std::cerr << "iris_predict: warning: " << w << "\n";
         DTRAIN_CHECK(rows.sample_size() == 4, "'", data, "' has ", rows.sample_size(),
                      " feature columns, the model takes 4");
         if (extras.arrays.count("standardizer"))
