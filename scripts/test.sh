@@ -64,9 +64,16 @@ run_config() {
   esac
   cmake --preset "$name" || return 1
   cmake --build "$dir" -j"$(nproc)" || return 1
-  (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${label_exclude[@]}" "${ctest_args[@]}") || return 1
+  (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${parallel[@]}" "${label_exclude[@]}" "${ctest_args[@]}") ||
+    return 1
 }
 
+# Tests run $(nproc) at a time unless the arguments say otherwise; each declares the cores it needs (PROCESSORS),
+# so an oversubscribed -n 3 or -n 4 test runs alone.
+parallel=(-j"$(nproc)")
+for a in ${ctest_args[@]+"${ctest_args[@]}"}; do
+  case "$a" in -j* | --parallel*) parallel=() ;; esac
+done
 summary=()
 failed=0
 start_all=$SECONDS
