@@ -1,5 +1,6 @@
 // A NaN or an infinity in a step's gradient: every policy stops on every rank naming the step and the layer
-// (NonFinite::Stop, the default), or skips the step alike on every rank (NonFinite::Skip).
+// (NonFinite::Stop, the default), or skips the step alike on every rank (NonFinite::Skip); NonFinite::Ignore
+// leaves the check out.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -99,6 +100,25 @@ TEST_CASE("NonFinite::Skip skips the step on every rank alike and counts it", "[
     CHECK(opt.skipped_steps() == 1);
     CHECK(opt.optimizer().steps() == 1);
     CHECK(std::isfinite(m.parameters()[3]));
+}
+
+TEST_CASE("NonFinite::Ignore applies the step unchecked: the NaN reaches the parameters",
+          "[dist][nonfinite]") {
+    for (bool overlap : {false, true}) {
+        INFO((overlap ? "overlap" : "no overlap"));
+        Model<float> m = mlp();
+        dtrain::SyncOptions o;
+        o.nonfinite = dtrain::NonFinite::Ignore;
+        o.overlap = overlap;
+        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(m, dtrain::SGD<float>(0.1), o);
+        opt.zero_grad();
+        backward(m, 45);
+        CHECK_NOTHROW(opt.step());
+        CHECK(opt.skipped_steps() == 0);
+        CHECK(opt.optimizer().steps() == 1);
+        CHECK(std::isnan(m.parameters()[45]));  // what Stop and Skip exist to prevent
+        CHECK(std::isfinite(m.parameters()[3]));
+    }
 }
 
 TEST_CASE("Async: a worker's non-finite gradient ends run() on every rank with its message, or is skipped",

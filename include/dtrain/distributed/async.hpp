@@ -157,8 +157,9 @@ public:
         OperationScope op("DistOptimizer<Async>::step", comm_.get(), step_, options_.stall_timeout);
         const detail::AsyncGradHeader h{step_, samples_, loss_, opt_.steps()};
         using Outcome = typename detail::AsyncWorker<T>::Outcome;
-        const Outcome o = worker_->step(model_->gradients(), model_->parameters(),
-                                        T(1) / T(options_.accumulation_steps), h, stats_.wait_seconds);
+        const Outcome o =
+            worker_->step(model_->gradients(), model_->parameters(), T(1) / T(options_.accumulation_steps), h,
+                          stats_.wait_seconds, options_.nonfinite != NonFinite::Ignore);
         if (o == Outcome::Stopped) {
             stopped_ = true;
             throw Error(detail::concat("DistOptimizer<Async>::step: worker ", worker_rank(),

@@ -168,7 +168,8 @@ public:
         progress_.rethrow_error();
         // Pipelined updates cannot be taken back, so skipping non-finite steps checks every bucket first.
         const bool pipelined =
-            has_step_range_v<Opt> && multi && options_.overlap && options_.nonfinite == NonFinite::Stop;
+            has_step_range_v<Opt> && multi && options_.overlap && options_.nonfinite != NonFinite::Skip;
+        const bool check = options_.nonfinite != NonFinite::Ignore;
         std::size_t bad = schedule_.size();  // first bucket holding a NaN or an infinity
         for (std::size_t b = 0; b < schedule_.size(); ++b) {
             const Bucket& k = schedule_.buckets()[b];
@@ -183,11 +184,12 @@ public:
                 comm_.allreduce_sum(g);
             }
             if (!pipelined) {
-                if (!detail::scale_and_check(g.data(), g.size(), scale_) && bad == schedule_.size()) bad = b;
+                if (!detail::scale_and_check(g.data(), g.size(), scale_, check) && bad == schedule_.size())
+                    bad = b;
                 continue;
             }
             lock.unlock();
-            if (!detail::scale_and_check(g.data(), g.size(), scale_))
+            if (!detail::scale_and_check(g.data(), g.size(), scale_, check))
                 nonfinite(k);  // identical on every rank
             if constexpr (has_step_range_v<Opt>) {
                 TimelineScope scope("optimizer step", "optim", "bucket", std::int64_t(b));

@@ -31,8 +31,9 @@ enum class Sharding {
 
 /// What DistOptimizer does when a step's gradient holds a NaN or an infinity.
 enum class NonFinite {
-    Stop,  ///< throw dtrain::Error on every rank, naming the step and the first layer affected.
-    Skip,  ///< skip the update (on every rank alike) and count it in skipped_steps().
+    Stop,    ///< throw dtrain::Error on every rank, naming the step and the first layer affected.
+    Skip,    ///< skip the update (on every rank alike) and count it in skipped_steps().
+    Ignore,  ///< no check: a NaN reaches the parameters silently (saves one pass over the gradients at 1 rank).
 };
 
 /// Staleness value meaning "no bound" (fully asynchronous).
@@ -44,7 +45,7 @@ inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::ui
 /// |---|---|---|
 /// | accumulation_steps | 1 | backward passes per step; gradients accumulate locally with no communication in between |
 /// | root | 0 | rank whose initial parameters and optimizer state everyone starts from |
-/// | nonfinite | Stop | a step whose gradient holds NaN or Inf: stop on every rank with an error naming the step and the layer, or Skip it |
+/// | nonfinite | Stop | a step whose gradient holds NaN or Inf: stop on every rank with an error naming the step and the layer, Skip it, or Ignore (no check: one pass over the gradients less at 1 rank) |
 /// | stall_timeout | 0 | seconds a rank may wait in one of this optimizer's operations before the stall watchdog ends the job naming who did not arrive (0: DTRAIN_STALL_TIMEOUT, default 300; see Environment) |
 struct DistOptions {
     /// Backward passes per step() (>= 1).

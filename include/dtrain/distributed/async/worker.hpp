@@ -54,8 +54,9 @@ public:
     /// Unless a Stop arrived (Stopped) or `grads` (the whole flat gradient buffer, multiplied by `scale`
     /// unless it is 1) holds a NaN or an infinity (NonFinite; nothing is sent): sends it with `header` and
     /// receives the masters' fresh parameters into `params` (Sent). Adds the seconds waited to `waited`.
-    Outcome step(Span<const T> grads, Span<T> params, T scale, const AsyncGradHeader& header,
-                 double& waited) {
+    /// Without `check`, non-finite gradients are sent like any other.
+    Outcome step(Span<const T> grads, Span<T> params, T scale, const AsyncGradHeader& header, double& waited,
+                 bool check = true) {
         if (stopped()) return Outcome::Stopped;
         bool finite = true;
         for (std::size_t m = 0; m < shards_.size(); ++m) {
@@ -63,7 +64,7 @@ public:
             T* g = send_[m].data() + header_elems<T>;
             std::memcpy(send_[m].data(), &header, sizeof header);
             std::copy(grads.begin() + r.offset, grads.begin() + r.offset + r.size, g);
-            finite = scale_and_check(g, r.size, scale) && finite;
+            finite = scale_and_check(g, r.size, scale, check) && finite;
         }
         if (!finite) return Outcome::NonFinite;
         for (std::size_t m = 0; m < shards_.size(); ++m) {

@@ -1,10 +1,10 @@
 #pragma once
 
 /// @file
-/// Finiteness checks of gradient buffers, cheap enough to run at every step: an integer max over the
-/// exponent bits (which the compiler vectorises, unlike a floating-point reduction), fused with the
-/// scaling pass where there is one.
-
+/// Finiteness checks of gradient buffers, cheap enough to run at every step: an integer OR over the
+/// exponent bits plus one (the sum reaches the sign bit only for NaN and infinity), which the compiler
+/// vectorises with baseline SSE2 (an unsigned max needs SSE4.1; a floating-point reduction is not
+/// reordered), fused with the scaling pass where there is one.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,37 +20,48 @@
 
 namespace dtrain::detail {
 
-/// The unsigned integer of T's size and the mask of T's exponent bits (all set: NaN or infinity).
+/// The unsigned integer of T's size, the mask of T's exponent bits (all set: NaN or infinity), the lowest
+/// exponent bit and the sign bit: (bits & exponent) + one_exponent sets the sign bit exactly when the value
+/// is NaN or infinite.
 template <class T>
 struct FloatBits {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
     using type = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
     static constexpr type exponent =
         std::is_same_v<T, float> ? type(0x7f800000u) : type(0x7ff0000000000000ull);
+    static constexpr type one_exponent = exponent & ~(exponent << 1);
+    static constexpr type sign = type(1) << (8 * sizeof(type) - 1);
 };
 
 /// Multiplies the n values at p by `scale` (unless `scale` is 1) and returns true when all of them are
-/// finite afterwards. One pass; vectorised.
+/// finite afterwards (always true without `check`, which then leaves out the pass when `scale` is 1). One
+/// pass; vectorised.
 template <class T>
-bool scale_and_check(T* p, std::size_t n, T scale) noexcept {
+bool scale_and_check(T* p, std::size_t n, T scale, bool check = true) noexcept {
+    if (!check) {
+        if (scale != T(1))
+            for (std::size_t i = 0; i < n; ++i)
+                p[i] *= scale;
+        return true;
+    }
     using U = typename FloatBits<T>::type;
-    constexpr U e = FloatBits<T>::exponent;
+    constexpr U e = FloatBits<T>::exponent, one = FloatBits<T>::one_exponent;
     U m = 0;
     if (scale != T(1)) {
         for (std::size_t i = 0; i < n; ++i) {
             p[i] *= scale;
             U u;
             std::memcpy(&u, &p[i], sizeof u);
-            m = std::max<U>(m, u & e);
+            m |= (u & e) + one;
         }
     } else {
         for (std::size_t i = 0; i < n; ++i) {
             U u;
             std::memcpy(&u, &p[i], sizeof u);
-            m = std::max<U>(m, u & e);
+            m |= (u & e) + one;
         }
     }
-    return m != e;
+    return (m & FloatBits<T>::sign) == 0;
 }
 
 /// Index of the first value of [p, p + n) that is NaN or infinite (n when there is none).
