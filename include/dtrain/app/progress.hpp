@@ -39,7 +39,7 @@ inline long parent_pid(long pid) {
 }
 
 /// True when process `pid` is an MPI launcher (mpiexec, mpirun, orterun, prterun and their .mpich / .openmpi
-/// / .hydra names).
+/// / .hydra names) or Open MPI's per-host daemon (orted, prted), whose stdout the rank's output goes to.
 inline bool is_launcher(long pid) {
     const std::string comm_path = "/proc/" + std::to_string(pid) + "/comm";
     std::FILE* f = std::fopen(comm_path.c_str(), "r");
@@ -48,7 +48,7 @@ inline bool is_launcher(long pid) {
     const bool ok = std::fgets(comm, sizeof comm, f) != nullptr;
     std::fclose(f);
     if (!ok) return false;
-    for (const char* name : {"mpiexec", "mpirun", "orterun", "prterun"})
+    for (const char* name : {"mpiexec", "mpirun", "orterun", "prterun", "orted", "prted"})
         if (std::strncmp(comm, name, std::strlen(name)) == 0) return true;
     return false;
 }
@@ -65,19 +65,20 @@ inline bool stdout_of_is_terminal(long pid) {
 
 }  // namespace detail
 
-/// True when what this process prints reaches a person at a terminal: stdout is a terminal, or the process
-/// was started (directly or through a proxy such as hydra_pmi_proxy, up to 4 generations) by an MPI
-/// launcher whose own stdout is a terminal, which forwards the ranks' output there through pipes. False in
-/// batch jobs and logs (output redirected to a file or a pipe), and for ranks on another host than the
-/// launcher (their ancestors are the remote shell's). Reads /proc (Linux); elsewhere stdout_is_terminal().
+/// True when what this process prints reaches a person at a terminal. When the process was started
+/// (directly or through a proxy such as hydra_pmi_proxy, up to 4 generations) by an MPI launcher, the
+/// launcher's own stdout decides: the launcher forwards the ranks' output there, and Open MPI gives each rank
+/// a pseudo-terminal of its own even when the job's output goes to a file, so the rank's isatty() says
+/// nothing. Otherwise stdout_is_terminal(). False in batch jobs and logs (output redirected to a file or a
+/// pipe), and for ranks on another host than the launcher (their ancestors are the remote daemon's, whose
+/// stdout is no terminal). Reads /proc (Linux); elsewhere stdout_is_terminal().
 inline bool output_is_interactive() {
-    if (stdout_is_terminal()) return true;
     long pid = long(::getppid());
     for (int generation = 0; generation < 4 && pid > 1; ++generation) {
         if (detail::is_launcher(pid)) return detail::stdout_of_is_terminal(pid);
         pid = detail::parent_pid(pid);
     }
-    return false;
+    return stdout_is_terminal();
 }
 
 /// Formats a duration in seconds as "1h02m03s", "2m05s" or "7.3s".
