@@ -148,8 +148,8 @@ private:
                     if (r.frames[i].comm != MPI_COMM_NULL) comm = r.frames[i].comm;
                 }
                 if (waited > timeout / 2) what = detail::describe_operations(r);
-                for (int d = 0; d < size_ && waited > leave_grace_; ++d)
-                    if (departed_[std::size_t(d)] >= 0 && now - departed_[std::size_t(d)] > leave_grace_ &&
+                for (int d = 0; d < size_ && waited > leave_grace; ++d)
+                    if (departed_[std::size_t(d)] >= 0 && now - departed_[std::size_t(d)] > leave_grace &&
                         detail::comm_has_world_rank(comm, d))
                         detail::abort_job(detail::concat(
                             "rank ", d,
@@ -257,7 +257,7 @@ private:
     }
 
     static constexpr int replies = 16;
-    static constexpr double leave_grace_ = 3.0;  // a wait may outlive a peer's departure by this much
+    static constexpr double leave_grace = 3.0;  // a wait may outlive a peer's departure by this much
     MPI_Comm control_ = MPI_COMM_NULL;
     double timeout_ = 300.0;
     int rank_ = 0, size_ = 1;
