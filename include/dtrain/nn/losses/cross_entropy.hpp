@@ -7,16 +7,22 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/losses/mean_loss.hpp>
 
 namespace dtrain {
 
 /// Softmax fused with cross-entropy, averaged over the batch. Numerically stable (log-sum-exp).
 /// Takes logits [batch, classes] and either integer labels in [0, classes) or one-hot / probability
 /// targets of the logits' shape. compute() returns the mean loss and writes dLoss/dlogits into `grad`
-/// (softmax - target) / batch. Throws on a label out of range, mismatched shapes, or a NaN/infinite loss.
+/// (softmax - target) / batch. Throws on a label out of range or mismatched shapes.
 /// Non-finite logits propagate as in PyTorch's log_softmax (max shift, then exp-sum): a row holding a NaN
-/// or a +inf logit has a NaN loss and an all-NaN gradient row, so the mean loss is NaN and compute()
-/// throws; rows without one are unaffected.
+/// or a +inf logit has a NaN loss and an all-NaN gradient row, so the mean loss is NaN; rows without one
+/// are unaffected. A NaN or infinite loss is returned, not thrown, as PyTorch returns it: the NaN gradient
+/// then reaches the parameters' gradients, where DistOptimizer's check names the step and the layer and
+/// stops every rank, or skips the step with NonFinite::Skip. Where PyTorch's gradient would stay finite
+/// under an infinite loss (a -inf logit at the label), the whole gradient is NaN instead
+/// (detail::mean_loss), so such a step is caught too. A -inf logit elsewhere is an ordinary zero
+/// probability.
 template <class T = float>
 class SoftmaxCrossEntropy {
 public:
@@ -35,7 +41,7 @@ public:
             total += lse - double(logits.data()[r * c + std::size_t(y)]);
             grad.data()[r * c + std::size_t(y)] -= T(1) / T(n);
         }
-        return finish(total, n);
+        return detail::mean_loss(total, n, &grad);
     }
 
     /// Loss and gradient for one-hot (or probability) targets of the logits' shape.
@@ -56,10 +62,10 @@ public:
                 g[j] -= t[j] / T(n);
             }
         }
-        return finish(total, n);
+        return detail::mean_loss(total, n, &grad);
     }
 
-    /// Mean loss only (no gradient), for evaluation.
+    /// Mean loss only (no gradient), for evaluation; NaN or infinite under the same rules as compute().
     T value(const Tensor<T>& logits, const Labels& labels) const {
         const auto [n, c] = dims(logits);
         DTRAIN_CHECK(labels.size() == n, "SoftmaxCrossEntropy: ", n, " logits rows but ", labels.size(),
@@ -76,7 +82,7 @@ public:
                 s += std::exp(double(z[j] - m));
             total += double(m) + std::log(s) - double(z[std::size_t(y)]);
         }
-        return finish(total, n);
+        return detail::mean_loss<T>(total, n);
     }
 
 private:
@@ -99,12 +105,6 @@ private:
         for (std::size_t j = 0; j < c; ++j)
             g[j] *= scale;
         return double(m) + std::log(s);
-    }
-    static T finish(double total, std::size_t n) {
-        const double loss = total / double(n);
-        DTRAIN_CHECK(std::isfinite(loss), "SoftmaxCrossEntropy: loss is ", loss,
-                     " (non-finite); check the learning rate and the inputs");
-        return T(loss);
     }
 };
 

@@ -5,14 +5,18 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/losses/mean_loss.hpp>
 
 namespace dtrain {
 
 /// Mean squared error over all elements (PyTorch's MSELoss with reduction='mean'):
 /// L = sum((out - target)^2) / (batch * width). With integer labels the target is the one-hot encoding
 /// (the L2 loss of the Go report). compute() returns L and writes dL/dout into `grad`. Throws on
-/// mismatched shapes, a label out of range, or a NaN/infinite loss. A NaN or infinite output gives a NaN
-/// or infinite gradient element, as in PyTorch, and a non-finite loss (so compute() throws).
+/// mismatched shapes or a label out of range. A NaN or infinite output or target gives a NaN or infinite
+/// gradient element and a non-finite loss, which is returned, not thrown, as in PyTorch: DistOptimizer's
+/// gradient check then names the step and the layer and stops every rank (or skips the step with
+/// NonFinite::Skip). A loss that overflows while every gradient element is finite comes with an all-NaN
+/// gradient (detail::mean_loss), so such a step is caught too.
 template <class T = float>
 class MeanSquaredError {
 public:
@@ -31,7 +35,7 @@ public:
             total += double(d) * double(d);
             grad.data()[i] = scale * d;
         }
-        return finish(total, n);
+        return detail::mean_loss(total, n, &grad);
     }
 
     /// Loss and gradient against the one-hot encoding of integer labels; output must be [batch, classes].
@@ -53,15 +57,7 @@ public:
                 grad.data()[r * c + j] = scale * d;
             }
         }
-        return finish(total, n);
-    }
-
-private:
-    static T finish(double total, std::size_t n) {
-        const double loss = total / double(n);
-        DTRAIN_CHECK(std::isfinite(loss), "MeanSquaredError: loss is ", loss,
-                     " (non-finite); check the learning rate and the inputs");
-        return T(loss);
+        return detail::mean_loss(total, n, &grad);
     }
 };
 
