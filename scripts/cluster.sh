@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# A simulated cluster on one machine: N network namespaces ("hosts") joined through a bridge, each with an
+# eth0 whose egress is shaped (rate, delay, loss), so that MPI ranks on different hosts talk over a real
+# TCP path instead of shared memory. Addresses are 198.18.0.1 ... 198.18.0.N (198.18.0.0/15 is reserved
+# for benchmarking, RFC 2544); nothing is sent anywhere else. Needs root (CAP_NET_ADMIN), iproute2 and
+# tc (Debian: iproute2), python3 for the rate check, and MPICH.
+#
+# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--no-check]
+#          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
+#          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%). Checks the achieved rate
+#          with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
+#        scripts/cluster.sh run [--np N] -- <program> [arguments...]
+#          runs mpiexec.mpich inside host 1 over all hosts (one rank per host, round robin; --np sets the
+#          rank count, default N) with the MPI settings below; prints the bytes each eth0 sent.
+#        scripts/cluster.sh exec HOST -- <command...>   runs a command inside host HOST (1..N)
+#        scripts/cluster.sh counters                   prints each host's eth0 tx/rx bytes
+#        scripts/cluster.sh down                       removes everything `up` created (idempotent)
+#        scripts/cluster.sh with N [up options] -- <program> [arguments...]
+#          up, run, down in one go; down also runs after a failure or Ctrl-C.
+# MPI settings of `run` (MPICH 4.0 on UCX): UCX_TLS=tcp,self (with UCX's default transports the ranks of
+# two namespaces still find each other's shared memory and the link carries nothing), UCX_NET_DEVICES=eth0;
+# hydra starts one proxy per host through `ip netns exec` (-launcher rsh -launcher-exec) and listens on
+# host 1's eth0 (-iface eth0). Extra environment: DTRAIN_CLUSTER_ENV="VAR=value ...".
+# Known problems (open in the scale-out issue): with UCX_TLS=tcp,self, MPI_Finalize hangs in some runs (rank
+# 0 spins in ucp_worker_progress flushing its endpoints while the peer already waits in the PMI barrier):
+# 1 of 6 runs of a plain MPI hello world, 2 of 4 of the quickstart; wrap `run` in `timeout`. This kernel may
+# lack the netem qdisc, so --delay and --loss then refuse to start.
+# State (hostfile, launcher, settings) lives in ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}. Only the
+# namespaces named dtrain-cl-* are ever created or deleted; the machine's own interfaces are not touched.
+set -euo pipefail
+
+STATE="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}"
+PREFIX=dtrain-cl
+SWITCH="$PREFIX-sw"
+MPIEXEC="${MPIEXEC:-mpiexec.mpich}"
+
+die() {
+    echo "cluster.sh: $*" >&2
+    exit 2
+}
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit "${1:-2}"
+}
+host_ns() { echo "$PREFIX-h$1"; }
+host_ip() { echo "198.18.0.$1"; }
+in_ns() {
+    local ns=$1
+    shift
+    ip netns exec "$ns" "$@"
+}
+
+need_root() {
+    [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces need CAP_NET_ADMIN); run it with sudo"
+    command -v ip > /dev/null || die "needs iproute2 (ip, tc): apt-get install iproute2"
+    command -v tc > /dev/null || die "needs tc (Debian package iproute2)"
+    if ! ip netns add "$PREFIX-probe" 2> /dev/null; then
+        die "cannot create a network namespace here (no permission, or the kernel or container forbids it)"
+    fi
+    ip netns del "$PREFIX-probe"
+}
+
+hosts() { [ -f "$STATE/hosts" ] && cat "$STATE/hosts" || echo 0; }
+
+down() {
+    local ns
+    for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^$PREFIX-" || true); do
+        ip netns del "$ns" 2> /dev/null || true
+    done
+    rm -rf "$STATE"
+}
+
+# Waits until interface $2 in namespace $1 has a carrier (a veth end without one makes UCX fail with
+# "Destination is unreachable").
+wait_carrier() {
+    local i
+    for i in $(seq 100); do
+        [ "$(in_ns "$1" cat "/sys/class/net/$2/carrier" 2> /dev/null)" = 1 ] && return 0
+        sleep 0.05
+    done
+    die "$2 in $1 has no carrier after 5 s"
+}
+
+# The bytes per second of a tc rate such as 10gbit or 500mbit.
+rate_bytes_per_s() {
+    python3 - "$1" << 'EOF2'
+import re, sys
+m = re.fullmatch(r"([\d.]+)([kmg]?)(bit|bps)", sys.argv[1].lower())
+if not m:
+    sys.exit(f"cluster.sh: cannot read the rate '{sys.argv[1]}' (e.g. 10gbit, 500mbit)")
+v = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+print(int(v / 8 if m.group(3) == "bit" else v))
+EOF2
+}
+
+# Sends $1 bytes from host 1 to host 2 over TCP and prints the achieved Gbit/s.
+rate_check() {
+    local bytes=$1 port=5299
+    in_ns "$(host_ns 2)" python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(30)
+c, _ = s.accept(); n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    n += len(b)
+c.close()' "$(host_ip 2)" "$port" &
+    local server=$!
+    sleep 0.3
+    in_ns "$(host_ns 1)" python3 -c '
+import socket, sys, time
+n = int(sys.argv[3]); buf = bytes(1 << 20)
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+t = time.perf_counter(); sent = 0
+while sent < n:
+    sent += c.send(buf[: min(len(buf), n - sent)])
+c.shutdown(socket.SHUT_WR); c.recv(1); t = time.perf_counter() - t
+print(f"{8 * n / t / 1e9:.2f}")' "$(host_ip 2)" "$port" "$bytes"
+    wait "$server"
+}
+
+up() {
+    local n=$1 rate=10gbit delay=0 loss=0 check=1
+    shift
+    [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "up: N must be 2 to 16 hosts, got '$n'"
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --rate) rate=${2:?--rate needs a value}; shift 2 ;;
+            --delay) delay=${2:?--delay needs a value}; shift 2 ;;
+            --loss) loss=${2:?--loss needs a value}; shift 2 ;;
+            --no-check) check=0; shift ;;
+            *) die "up: unknown option '$1' (known: --rate --delay --loss --no-check)" ;;
+        esac
+    done
+    need_root
+    [ "$(hosts)" = 0 ] || die "a cluster of $(hosts) hosts is up already; run 'scripts/cluster.sh down' first"
+    # tbf's burst: small against a gradient (MBs) so that a gradient is shaped, but at least 64 KiB (one
+    # GSO segment of a veth) and the bytes of 50 us at the rate.
+    local burst="" bps=0
+    if [ "$rate" != none ]; then
+        bps=$(rate_bytes_per_s "$rate") || exit 2
+        burst=$((bps / 20000 > 65536 ? bps / 20000 : 65536))
+    fi
+    # Whatever fails from here on leaves nothing behind.
+    trap 'down; exit 130' INT TERM
+    trap 'status=$?; [ $status -eq 0 ] || down' EXIT
+    mkdir -p "$STATE"
+    ip netns add "$SWITCH"
+    in_ns "$SWITCH" ip link set lo up
+    in_ns "$SWITCH" ip link add br0 type bridge
+    in_ns "$SWITCH" ip link set br0 up
+    local i ns
+    for i in $(seq "$n"); do
+        ns=$(host_ns "$i")
+        ip netns add "$ns"
+        in_ns "$ns" ip link set lo up
+        in_ns "$ns" ip link add eth0 type veth peer name "port$i" netns "$SWITCH"
+        in_ns "$ns" ip addr add "$(host_ip "$i")/24" dev eth0
+        in_ns "$ns" ip link set eth0 up
+        in_ns "$SWITCH" ip link set "port$i" master br0
+        in_ns "$SWITCH" ip link set "port$i" up
+        # Egress of each host: netem (delay, loss) under a token bucket (rate).
+        local netem=(delay "$delay")
+        [ "$loss" = 0 ] || netem+=(loss "$loss")
+        if [ "$rate" = none ]; then
+            [ "$delay" = 0 ] && [ "$loss" = 0 ] || in_ns "$ns" tc qdisc add dev eth0 root netem "${netem[@]}" \
+                2> /dev/null || die "up: --delay and --loss need tc's netem qdisc, which this kernel lacks (sch_netem)"
+        else
+            in_ns "$ns" tc qdisc add dev eth0 root handle 1: tbf rate "$rate" burst "$burst" latency 100ms
+            [ "$delay" = 0 ] && [ "$loss" = 0 ] ||
+                in_ns "$ns" tc qdisc add dev eth0 parent 1:1 handle 10: netem "${netem[@]}" 2> /dev/null ||
+                die "up: --delay and --loss need tc's netem qdisc, which this kernel lacks (sch_netem)"
+        fi
+        echo "$(host_ip "$i")" >> "$STATE/hostfile"
+    done
+    for i in $(seq "$n"); do
+        wait_carrier "$(host_ns "$i")" eth0
+        wait_carrier "$SWITCH" "port$i"
+    done
+    cat > "$STATE/launcher" << EOF
+#!/bin/sh
+# hydra's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace.
+host=\$1
+shift
+exec ip netns exec "$PREFIX-h\${host##*.}" sh -c "\$*"
+EOF
+    chmod +x "$STATE/launcher"
+    printf 'rate=%s burst=%s delay=%s loss=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" > "$STATE/link"
+    echo "$n" > "$STATE/hosts"
+    echo "cluster.sh: $n hosts up ($(host_ip 1) ... $(host_ip "$n")), link $(cat "$STATE/link")"
+    if [ "$check" = 1 ]; then
+        # Long enough to be dominated by the rate, not the burst or the handshake: 0.5 s at the rate.
+        local bytes=$((256 << 20))
+        [ "$rate" = none ] || bytes=$((bps / 2 > (8 << 20) ? bps / 2 : (8 << 20)))
+        echo "cluster.sh: bulk TCP transfer host 1 -> host 2: $(rate_check "$bytes") Gbit/s achieved"
+    fi
+    trap - INT TERM EXIT
+}
+
+counters() {
+    local i
+    for i in $(seq "$(hosts)"); do
+        printf 'host %s eth0 tx_bytes %s rx_bytes %s\n' "$i" \
+            "$(in_ns "$(host_ns "$i")" cat /sys/class/net/eth0/statistics/tx_bytes)" \
+            "$(in_ns "$(host_ns "$i")" cat /sys/class/net/eth0/statistics/rx_bytes)"
+    done
+}
+
+run() {
+    local n np
+    n=$(hosts)
+    [ "$n" -ge 2 ] || die "run: no cluster is up (scripts/cluster.sh up N)"
+    np=$n
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        case "$1" in
+            --np) np=${2:?--np needs a value}; shift 2 ;;
+            *) die "run: unknown option '$1' (usage: run [--np N] -- program [arguments])" ;;
+        esac
+    done
+    [ "${1:-}" = -- ] || die "run: put -- before the program"
+    shift
+    [ $# -gt 0 ] || die "run: no program given"
+    local before after
+    before=$(counters)
+    local status=0
+    # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
+    in_ns "$(host_ns 1)" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
+        "$MPIEXEC" -f "$STATE/hostfile" -launcher rsh -launcher-exec "$STATE/launcher" -iface eth0 \
+        -n "$np" "$@" || status=$?
+    after=$(counters)
+    paste <(echo "$before") <(echo "$after") | awk '{printf "cluster.sh: host %s eth0 sent %d bytes, received %d\n", $2, $12 - $5, $14 - $7}'
+    return $status
+}
+
+cmd=${1:-}
+[ -n "$cmd" ] || usage 2
+shift
+case "$cmd" in
+    up) [ $# -ge 1 ] || die "up: give the number of hosts"; up "$@" ;;
+    down) need_root; down ;;
+    run) run "$@" ;;
+    counters) counters ;;
+    exec)
+        [ $# -ge 3 ] && [ "$2" = -- ] || die "exec: usage: exec HOST -- command..."
+        h=$1
+        shift 2
+        in_ns "$(host_ns "$h")" "$@"
+        ;;
+    with)
+        [ $# -ge 1 ] || die "with: give the number of hosts"
+        n=$1
+        shift
+        up_args=()
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do up_args+=("$1"); shift; done
+        [ "${1:-}" = -- ] || die "with: put -- before the program"
+        shift
+        trap 'down' EXIT
+        trap 'exit 130' INT TERM
+        up "$n" "${up_args[@]}"
+        trap 'down' EXIT
+        run -- "$@"
+        ;;
+    -h | --help) usage 0 ;;
+    *) die "unknown command '$cmd' (up, run, exec, counters, down, with)" ;;
+esac
