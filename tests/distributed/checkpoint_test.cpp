@@ -258,6 +258,37 @@ TEST_CASE("checkpoint errors name the file and the problem on every rank", "[che
             CHECK_FALSE(std::filesystem::exists(path + ".div"));
         }
     }
+    SECTION("Dropout seeded by rank is named as the difference, not called divergence") {
+        if (dtrain::world_size() > 1) {
+            // A common habit: the same model on every rank, but its Dropout seeded with the rank.
+            const auto rank = std::uint64_t(dtrain::world_rank());
+            Model<float> seeded({6}, 3);
+            seeded.add(dtrain::Dense<float>(6, 16)).add(dtrain::ReLU<float>());
+            seeded.add(dtrain::Dropout<float>(0.25, 100 + rank)).add(dtrain::Dense<float>(16, 3));
+            dtrain::Adam<float> a2;
+            std::string message;
+            try {
+                dtrain::save_checkpoint(path + ".drop", seeded, a2, {});
+            } catch (const dtrain::Error& e) {
+                message = e.what();
+            }
+            CHECK_THAT(message,
+                       Catch::Contains("ranks 0 and 1 hold the same parameters, model state and "
+                                       "optimizer state but different layers' extra state in layer 2 "
+                                       "(Dropout(0.25))") &&
+                           Catch::Contains("Dropout mask generator") &&
+                           Catch::Contains("Seed every Dropout with the same value on every rank") &&
+                           Catch::Contains("no checkpoint was written to '" + path + ".drop'"));
+            CHECK(message.find("diverged") == std::string::npos);
+            CHECK(dtrain::test::all_ranks(!message.empty()));
+            CHECK_FALSE(std::filesystem::exists(path + ".drop"));
+            // Seeded alike, the same model saves.
+            static_cast<dtrain::Dropout<float>&>(seeded.layer(2)).reseed(100);
+            CHECK_NOTHROW(dtrain::save_checkpoint(path + ".drop", seeded, a2, {}));
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (dtrain::world_rank() == 0) std::remove((path + ".drop").c_str());
+        }
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (dtrain::world_rank() == 0) std::remove(path.c_str());
 }
