@@ -21,6 +21,7 @@
 #include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
 #include <dtrain/optim/adam.hpp>
+#include <dtrain/optim/adamw.hpp>
 #include <dtrain/optim/schedule.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
@@ -363,6 +364,32 @@ TEST_CASE("DistOptimizer names another activation or learning rate on one rank a
               "the optimizers differ across ranks: the optimizer is SGD(lr=0.05, momentum=0.9, dampening=0, "
               "nesterov=false, weight_decay=0) on rank 0 but SGD(lr=0.1, momentum=0.9") != std::string::npos);
     CHECK(dtrain::test::all_ranks(!activation.empty() && !lr.empty()));
+}
+
+TEST_CASE("DistOptimizer names Adam on one rank and AdamW on another at construction", "[dist][sync]") {
+    // Same learning rate, betas, eps, weight decay and state slots: only the kind of optimizer differs
+    // (issue 14: it was caught only after the whole run, when the parameters disagreed).
+    const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
+    if (size < 2) return;
+    Model<float> model = make_mlp(1);
+    std::string what;
+    try {
+        if (rank == 1) {
+            dtrain::DistOptimizer<dtrain::Ring, dtrain::AdamW<float>> opt(
+                model, dtrain::AdamW<float>(dtrain::AdamWOptions().lr(0.001).weight_decay(0.01)));
+        } else {
+            dtrain::DistOptimizer<dtrain::Ring, dtrain::Adam<float>> opt(
+                model, dtrain::Adam<float>(dtrain::AdamOptions().lr(0.001).weight_decay(0.01)));
+        }
+    } catch (const dtrain::Error& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(what.find(
+              "the optimizers differ across ranks: the optimizer is Adam(lr=0.001, beta1=0.9, beta2=0.999, "
+              "eps=1e-08, weight_decay=0.01) on rank 0 but AdamW(lr=0.001, beta1=0.9, beta2=0.999, "
+              "eps=1e-08, weight_decay=0.01) on rank 1") != std::string::npos);
+    CHECK(dtrain::test::all_ranks(!what.empty()));
 }
 
 TEST_CASE("DistOptimizer rejects accumulation_steps 0 and a root that is not a rank on every rank",
