@@ -20,6 +20,7 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
 #include <dtrain/nn/losses/mse.hpp>
+#include <dtrain/nn/metrics.hpp>
 #include <dtrain/optim/sgd.hpp>
 #include <support/test_utils.hpp>
 
@@ -124,4 +125,30 @@ TEST_CASE("evaluate on float targets: the global mean squared error, accuracy Na
     CHECK_THROWS_WITH(
         dtrain::evaluate(opt, LabelsOnlyLoss(), data),
         Catch::Contains("holds float targets (regression)") && Catch::Contains("MeanSquaredError"));
+}
+
+TEST_CASE("evaluate with fewer test rows than ranks: finite global figures, those of one rank",
+          "[dist][loop][evaluate]") {
+    // 2 test rows at 3 ranks: rank 0's part is empty (the examples printed `test acc nan%`). Every rank must
+    // get the figures of a single process evaluating both rows.
+    const dtrain::Dataset test = dtrain::make_dataset(
+        dtrain::Tensor<float>({{0.5f, -1.0f, 2.0f, 0.25f}, {-0.5f, 1.5f, 0.0f, 1.0f}}), dtrain::Labels{2, 0});
+    dtrain::Model<float> model({4}, 11);
+    model.add(dtrain::Dense<float>(4, 6)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(6, 3));
+    dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.1));
+    const dtrain::SoftmaxCrossEntropy<float> loss;
+    const dtrain::Evaluation e = dtrain::evaluate(opt, loss, test, 1);
+    // The one-process figures, from the same (broadcast) parameters.
+    model.eval();
+    const dtrain::Tensor<float> out = model.forward(test.features);
+    const double loss_1 = double(loss.value(out, test.labels));
+    const double accuracy_1 = double(dtrain::count_correct(out, test.labels)) / 2.0;
+    INFO("loss " << e.loss << " (1 rank: " << loss_1 << "), accuracy " << e.accuracy
+                 << " (1 rank: " << accuracy_1 << ")");
+    CHECK(e.samples == 2);
+    CHECK(std::isfinite(e.loss));
+    CHECK(std::isfinite(e.accuracy));
+    CHECK(e.loss == Approx(loss_1).epsilon(1e-6));
+    CHECK(e.accuracy == accuracy_1);
+    CHECK(dtrain::test::all_ranks(std::isfinite(e.loss) && std::isfinite(e.accuracy)));
 }
