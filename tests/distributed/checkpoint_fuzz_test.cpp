@@ -1,7 +1,10 @@
-// The checkpoint loader against hostile files: truncation at every position, a flipped byte at every
-// position, every size field set to huge values with a valid checksum, an empty file and a directory. Each
-// case must end in a dtrain::Error (never another exception, a crash or a large allocation) and leave the
-// model and the optimizer as they were. Own program: it replaces operator new (tests/support/fuzz.hpp) to bound every allocation.
+// The checkpoint loader and the model-file readers (load_model, read_model_extras), which share the file
+// format, against hostile files: truncation at every position, a flipped byte at every position, every size
+// field set to huge values with a valid checksum, an empty file and a directory. Each case must end in a
+// dtrain::Error (never another exception, a crash or a large allocation) and leave the model and the
+// optimizer as they were; read_model_extras may also load cleanly when the damage lies beyond the extras it
+// reads, and must then return the extras that were saved. Own program: it replaces operator new
+// (tests/support/fuzz.hpp) to bound every allocation.
 #define DTRAIN_FUZZ_REPLACE_NEW
 #include <catch2/catch.hpp>
 
@@ -17,6 +20,7 @@
 
 #include <dtrain/core/hash.hpp>
 #include <dtrain/distributed/checkpoint.hpp>
+#include <dtrain/distributed/model_file.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/batchnorm.hpp>
 #include <dtrain/nn/layers/dense.hpp>
@@ -93,6 +97,37 @@ std::vector<std::size_t> size_fields(const std::vector<char>& b) {
     return fields;
 }
 
+// Offsets of a model file's 64-bit size and count fields, walking the format as save_model() writes it:
+// the layers' text, the number of extra arrays, each array's name and values, the number of extra texts,
+// each text's name and text, then the parameters, the state and the layers' extra state.
+std::vector<std::size_t> model_size_fields(const std::vector<char>& b) {
+    auto u64 = [&](std::size_t at) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, b.data() + at, 8);
+        return v;
+    };
+    std::vector<std::size_t> fields;
+    std::size_t at = 24;  // magic, version, value size
+    auto field = [&](std::size_t elem) {
+        fields.push_back(at);
+        at += 8 + elem * u64(at);
+    };
+    field(1);                               // the layers
+    for (int kind = 0; kind < 2; ++kind) {  // arrays of doubles, then texts
+        fields.push_back(at);
+        const std::uint64_t n = u64(at);
+        at += 8;
+        for (std::uint64_t k = 0; k < n; ++k) {
+            field(1);
+            field(kind == 0 ? 8 : 1);
+        }
+    }
+    for (std::size_t elem : {4, 4, 8})  // parameters, state, extra state
+        field(elem);
+    REQUIRE(at + 8 == b.size());
+    return fields;
+}
+
 void set_checksum(std::vector<char>& b) {
     const std::uint64_t sum = dtrain::detail::fnv1a(b.data(), b.size() - 8);
     std::memcpy(b.data() + b.size() - 8, &sum, 8);
@@ -154,6 +189,102 @@ TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::E
     write_all(work, {});
     CHECK_THROWS_WITH(dtrain::load_checkpoint(work, model, adam, MPI_COMM_SELF),
                       Catch::Contains("is truncated"));
+    std::filesystem::remove(work + ".dir");
+    std::filesystem::remove(work);
+    std::filesystem::remove(path);
+}
+
+// What a model-file reader made of a hostile file: "" for a clean load (read_model_extras: of the extras
+// that were saved), the dtrain::Error's message, or "WRONG: ..." (another exception, other extras accepted,
+// a model changed by a failed load_model).
+std::string read_model_file(const std::vector<char>& bytes, const std::string& path, bool with_model,
+                            const dtrain::ModelExtras& saved) {
+    write_all(path, bytes);
+    Model<float> model = make_model();
+    const std::vector<float> before(model.parameters().begin(), model.parameters().end());
+    const std::vector<std::uint64_t> extra_before = model.extra_state();
+    try {
+        const dtrain::ModelExtras got = with_model ? dtrain::load_model(path, model, MPI_COMM_SELF)
+                                                   : dtrain::read_model_extras(path, MPI_COMM_SELF);
+        return got == saved ? "" : "WRONG: other extras accepted";
+    } catch (const dtrain::Error& e) {
+        const std::vector<float> after(model.parameters().begin(), model.parameters().end());
+        if (after != before || model.extra_state() != extra_before)
+            return std::string("WRONG: the model changed: ") + e.what();
+        return e.what();
+    } catch (const std::exception& e) {
+        return std::string("WRONG: ") + e.what();
+    }
+}
+
+TEST_CASE("load_model and read_model_extras: every hostile variant of a model file is a dtrain::Error",
+          "[model_file][fuzz]") {
+    const std::string path = path_for("model_seed"), work = path_for("model_case");
+    dtrain::ModelExtras extras;
+    extras.arrays["mean"] = {0.5, -1.25, 3.0};
+    extras.arrays["std"] = {2.0};
+    extras.texts["classes"] = "setosa\nversicolor\nvirginica";
+    dtrain::save_model(path, make_model(), extras, MPI_COMM_SELF);
+    const std::vector<char> good = read_all(path);
+    REQUIRE(read_model_file(good, work, true, extras).empty());
+    REQUIRE(read_model_file(good, work, false, extras).empty());
+    dtrain::test::fuzz::AllocationLimit limit(4 * good.size() + 4096);
+
+    const std::vector<std::size_t> fields = model_size_fields(good);
+    CHECK(fields.size() == 12);  // layers; 2 arrays; 1 text; parameters, state, extra state (+ 2 counts)
+    for (bool with_model : {true, false}) {
+        INFO((with_model ? "load_model" : "read_model_extras"));
+        std::size_t cases = 0, clean = 0, wrong = 0;
+        // load_model must reject every variant; read_model_extras may read the saved extras when the damage
+        // lies beyond them (a size field it does not read).
+        auto expect = [&](const std::vector<char>& bytes, const std::string& what, bool may_load) {
+            const std::string r = read_model_file(bytes, work, with_model, extras);
+            ++cases;
+            if (r.empty() && may_load) {
+                ++clean;
+            } else if (r.empty() || r.rfind("WRONG", 0) == 0) {
+                ++wrong;
+                if (wrong <= 5) FAIL_CHECK(what << ": " << (r.empty() ? "accepted" : r));
+            } else if (r.find(work) == std::string::npos) {
+                ++wrong;
+                if (wrong <= 5) FAIL_CHECK(what << ": the error does not name the file: " << r);
+            }
+        };
+        for (std::size_t n = 0; n < good.size(); ++n)
+            expect(std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(n)),
+                   "truncated to " + std::to_string(n), false);
+        for (std::size_t i = 0; i < good.size(); ++i) {
+            std::vector<char> b = good;
+            b[i] = char(b[i] ^ 0x5a);
+            expect(b, "byte " + std::to_string(i) + " flipped", false);
+        }
+        for (std::size_t f = 0; f < fields.size(); ++f) {
+            for (std::uint64_t v : {std::uint64_t(1) << 62, ~std::uint64_t(0), std::uint64_t(good.size()),
+                                    std::uint64_t(1) << 33}) {
+                std::vector<char> b = good;
+                std::memcpy(b.data() + fields[f], &v, 8);
+                set_checksum(b);  // a crafted file: the checksum is right, the sizes are not
+                expect(b, "size field at " + std::to_string(fields[f]) + " set to " + std::to_string(v),
+                       !with_model && f >= 9);
+            }
+        }
+        CHECK(wrong == 0);
+        CHECK(cases == 2 * good.size() + 48);     // truncations, flips, 12 size fields x 4 values
+        CHECK(clean == (with_model ? 0u : 12u));  // read_model_extras: the last 3 fields x 4 values
+    }
+    CHECK(limit.violation() == "");
+
+    std::filesystem::create_directory(work + ".dir");
+    Model<float> model = make_model();
+    CHECK_THROWS_WITH(dtrain::load_model(work + ".dir", model, MPI_COMM_SELF),
+                      Catch::Contains("load_model: cannot read '" + work + ".dir'"));
+    CHECK_THROWS_WITH(dtrain::read_model_extras(work + ".dir", MPI_COMM_SELF),
+                      Catch::Contains("read_model_extras: cannot read '" + work + ".dir'"));
+    write_all(work, {});
+    CHECK_THROWS_WITH(dtrain::load_model(work, model, MPI_COMM_SELF),
+                      Catch::Contains("'" + work + "'") && Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(dtrain::read_model_extras(work, MPI_COMM_SELF),
+                      Catch::Contains("'" + work + "'") && Catch::Contains("truncated"));
     std::filesystem::remove(work + ".dir");
     std::filesystem::remove(work);
     std::filesystem::remove(path);
