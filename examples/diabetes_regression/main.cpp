@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
 
     dtrain::with_policy(f.comm, [&](auto tag) {
         using Policy = typename decltype(tag)::type;
-        dtrain::DistOptimizer<Policy, dtrain::Adam<float>> opt(
-            model, dtrain::Adam<float>(dtrain::AdamOptions().lr(f.lr)));
+        dtrain::DistOptimizer<Policy, dtrain::AdamW<float>> opt(
+            model, dtrain::AdamW<float>(dtrain::AdamWOptions().lr(f.lr).weight_decay(f.weight_decay)));
         opt.run([&] {
             dtrain::ShardOptions so;
             so.seed = f.seed;
