@@ -133,6 +133,47 @@ void set_checksum(std::vector<char>& b) {
     std::memcpy(b.data() + b.size() - 8, &sum, 8);
 }
 
+// Calls visit(bytes, what, field) for every hostile variant of the file `good`: each truncation and each
+// flipped byte (field -1), then each size field at the offsets `fields` set to 4 hostile values with a valid
+// checksum, as a crafted file has (field: the index in `fields`).
+template <class Visit>
+void for_each_variant(const std::vector<char>& good, const std::vector<std::size_t>& fields, Visit visit) {
+    for (std::size_t n = 0; n < good.size(); ++n)
+        visit(std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(n)),
+              "truncated to " + std::to_string(n), -1);
+    for (std::size_t i = 0; i < good.size(); ++i) {
+        std::vector<char> b = good;
+        b[i] = char(b[i] ^ 0x5a);
+        visit(b, "byte " + std::to_string(i) + " flipped", -1);
+    }
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+        for (std::uint64_t v : {std::uint64_t(1) << 62, ~std::uint64_t(0), std::uint64_t(good.size()),
+                                std::uint64_t(1) << 33}) {
+            std::vector<char> b = good;
+            std::memcpy(b.data() + fields[f], &v, 8);
+            set_checksum(b);
+            visit(b, "size field at " + std::to_string(fields[f]) + " set to " + std::to_string(v), int(f));
+        }
+    }
+}
+
+// The outcomes of a fuzz run. add() takes one reader's outcome ("" for a clean load, "WRONG: ..." or the
+// dtrain::Error's message): wrong when it is "WRONG", a clean load where none may be, or an error that does
+// not name `file`; the first five wrong cases fail with what went wrong.
+struct Tally {
+    std::size_t cases = 0, clean = 0, wrong = 0;
+    void add(const std::string& r, const std::string& what, const std::string& file, bool may_load) {
+        ++cases;
+        if (r.empty() && may_load) {
+            ++clean;
+        } else if (r.empty() || r.rfind("WRONG", 0) == 0) {
+            if (++wrong <= 5) FAIL_CHECK(what << ": " << (r.empty() ? "accepted" : r));
+        } else if (r.find(file) == std::string::npos) {
+            if (++wrong <= 5) FAIL_CHECK(what << ": the error does not name the file: " << r);
+        }
+    }
+};
+
 }  // namespace
 
 TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::Error", "[checkpoint][fuzz]") {
@@ -148,37 +189,13 @@ TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::E
     // Nothing beyond what the file justifies: a larger allocation is refused (and reported below).
     dtrain::test::fuzz::AllocationLimit limit(4 * good.size() + 4096);
 
-    std::size_t cases = 0, wrong = 0;
-    auto expect_error = [&](const std::vector<char>& bytes, const std::string& what) {
-        const std::string r = load(bytes, work);
-        ++cases;
-        if (r.empty() || r.rfind("WRONG", 0) == 0) {
-            ++wrong;
-            if (wrong <= 5) FAIL_CHECK(what << ": " << (r.empty() ? "accepted" : r));
-        } else if (r.find(work) == std::string::npos) {
-            ++wrong;
-            if (wrong <= 5) FAIL_CHECK(what << ": the error does not name the file: " << r);
-        }
-    };
-    for (std::size_t n = 0; n < good.size(); ++n)
-        expect_error(std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(n)),
-                     "truncated to " + std::to_string(n));
-    for (std::size_t i = 0; i < good.size(); ++i) {
-        std::vector<char> b = good;
-        b[i] = char(b[i] ^ 0x5a);
-        expect_error(b, "byte " + std::to_string(i) + " flipped");
-    }
-    for (std::size_t at : size_fields(good)) {
-        for (std::uint64_t v : {std::uint64_t(1) << 62, ~std::uint64_t(0), std::uint64_t(good.size()),
-                                std::uint64_t(1) << 33}) {
-            std::vector<char> b = good;
-            std::memcpy(b.data() + at, &v, 8);
-            set_checksum(b);  // a crafted file: the checksum is right, the sizes are not
-            expect_error(b, "size field at " + std::to_string(at) + " set to " + std::to_string(v));
-        }
-    }
-    CHECK(wrong == 0);
-    CHECK(cases == 2 * good.size() + 28);  // truncations, flips, 7 size fields x 4 values
+    Tally t;
+    for_each_variant(good, size_fields(good),
+                     [&](const std::vector<char>& bytes, const std::string& what, int) {
+                         t.add(load(bytes, work), what, work, false);
+                     });
+    CHECK(t.wrong == 0);
+    CHECK(t.cases == 2 * good.size() + 28);  // truncations, flips, 7 size fields x 4 values
     CHECK(limit.violation() == "");
 
     std::filesystem::create_directory(work + ".dir");
@@ -234,43 +251,17 @@ TEST_CASE("load_model and read_model_extras: every hostile variant of a model fi
     CHECK(fields.size() == 12);  // layers; 2 arrays; 1 text; parameters, state, extra state (+ 2 counts)
     for (bool with_model : {true, false}) {
         INFO((with_model ? "load_model" : "read_model_extras"));
-        std::size_t cases = 0, clean = 0, wrong = 0;
         // load_model must reject every variant; read_model_extras may read the saved extras when the damage
-        // lies beyond them (a size field it does not read).
-        auto expect = [&](const std::vector<char>& bytes, const std::string& what, bool may_load) {
-            const std::string r = read_model_file(bytes, work, with_model, extras);
-            ++cases;
-            if (r.empty() && may_load) {
-                ++clean;
-            } else if (r.empty() || r.rfind("WRONG", 0) == 0) {
-                ++wrong;
-                if (wrong <= 5) FAIL_CHECK(what << ": " << (r.empty() ? "accepted" : r));
-            } else if (r.find(work) == std::string::npos) {
-                ++wrong;
-                if (wrong <= 5) FAIL_CHECK(what << ": the error does not name the file: " << r);
-            }
-        };
-        for (std::size_t n = 0; n < good.size(); ++n)
-            expect(std::vector<char>(good.begin(), good.begin() + std::ptrdiff_t(n)),
-                   "truncated to " + std::to_string(n), false);
-        for (std::size_t i = 0; i < good.size(); ++i) {
-            std::vector<char> b = good;
-            b[i] = char(b[i] ^ 0x5a);
-            expect(b, "byte " + std::to_string(i) + " flipped", false);
-        }
-        for (std::size_t f = 0; f < fields.size(); ++f) {
-            for (std::uint64_t v : {std::uint64_t(1) << 62, ~std::uint64_t(0), std::uint64_t(good.size()),
-                                    std::uint64_t(1) << 33}) {
-                std::vector<char> b = good;
-                std::memcpy(b.data() + fields[f], &v, 8);
-                set_checksum(b);  // a crafted file: the checksum is right, the sizes are not
-                expect(b, "size field at " + std::to_string(fields[f]) + " set to " + std::to_string(v),
-                       !with_model && f >= 9);
-            }
-        }
-        CHECK(wrong == 0);
-        CHECK(cases == 2 * good.size() + 48);     // truncations, flips, 12 size fields x 4 values
-        CHECK(clean == (with_model ? 0u : 12u));  // read_model_extras: the last 3 fields x 4 values
+        // lies beyond them (the size fields of the parameters, the state and the extra state: 9, 10, 11).
+        Tally t;
+        for_each_variant(good, fields,
+                         [&](const std::vector<char>& bytes, const std::string& what, int field) {
+                             t.add(read_model_file(bytes, work, with_model, extras), what, work,
+                                   !with_model && field >= 9);
+                         });
+        CHECK(t.wrong == 0);
+        CHECK(t.cases == 2 * good.size() + 48);     // truncations, flips, 12 size fields x 4 values
+        CHECK(t.clean == (with_model ? 0u : 12u));  // read_model_extras: the last 3 fields x 4 values
     }
     CHECK(limit.violation() == "");
 
