@@ -6,6 +6,7 @@ dtrain_add_test(distributed_sync_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sync_tes
                 LABELS reliability)
 dtrain_add_test(distributed_sync_alloc_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sync_alloc_test.cpp RANKS 1 2 3)
 dtrain_add_test(distributed_bucket_schedule_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/bucket_schedule_test.cpp)
+dtrain_add_test(distributed_replica_check_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/replica_check_test.cpp)
 dtrain_add_test(distributed_progress_thread_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/progress_thread_test.cpp)
 dtrain_add_test(distributed_backward_passes_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/backward_passes_test.cpp)
 dtrain_add_test(distributed_one_loop_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/one_loop_test.cpp RANKS 1 2 3

@@ -197,7 +197,12 @@ void check_stored_model(CheckpointReader& in, const Model<T>& model, const std::
                  "-byte values, this model has ", sizeof(T), "-byte values");
     ReplicaFacts facts;
     describe_model(model, facts);
-    const ReplicaFacts stored = unpack_facts(in.text("the model's layers"));
+    ReplicaFacts stored;
+    try {
+        stored = unpack_facts(in.text("the model's layers"));
+    } catch (const Error& e) {
+        throw Error(concat(who, ": '", path, "': ", e.what()));
+    }
     DTRAIN_CHECK(first_difference(stored, facts) == std::string::npos, who, ": '", path, "' ", stored_for,
                  ": ", describe_difference(stored, "in the file", facts, "in this model").second);
 }

@@ -107,12 +107,18 @@ inline std::string pack_facts(const ReplicaFacts& facts) {
     return s;
 }
 
-/// The facts pack_facts() packed.
+/// The facts pack_facts() packed. Throws dtrain::Error when `s` is not of that form (a stored text from a
+/// damaged or crafted file).
 inline ReplicaFacts unpack_facts(const std::string& s) {
+    constexpr std::size_t npos = std::string::npos;
     ReplicaFacts facts;
     std::size_t pos = 0;
     while (pos < s.size()) {
-        const std::size_t a = s.find('\x1f', pos), b = s.find('\x1f', a + 1), end = s.find('\x1e', b + 1);
+        const std::size_t end = s.find('\x1e', pos);
+        const std::size_t a = s.find('\x1f', pos);
+        const std::size_t b = a == npos ? npos : s.find('\x1f', a + 1);
+        DTRAIN_CHECK(end != npos && b < end, "the layers' description is malformed at byte ", pos, " of ",
+                     s.size(), " (three fields ended by a record separator expected)");
         facts.push_back(
             ReplicaFact{s.substr(pos, a - pos), s.substr(a + 1, b - a - 1), s.substr(b + 1, end - b - 1)});
         pos = end + 1;
