@@ -123,9 +123,8 @@ private:
     // A count of `elem_bytes`-byte elements that must fit in what is left of the file.
     std::size_t count(std::size_t elem_bytes, const char* what) {
         const std::uint64_t n = u64(what);
-        DTRAIN_CHECK(n <= left() / elem_bytes, "load_checkpoint: '", path_,
-                     "' is truncated or corrupted: ", what, " claims ", n, " values of ", elem_bytes,
-                     " bytes, but ", left(), " bytes are left");
+        DTRAIN_CHECK(n <= left() / elem_bytes, who_, ": '", path_, "' is truncated or corrupted: ", what,
+                     " claims ", n, " values of ", elem_bytes, " bytes, but ", left(), " bytes are left");
         return std::size_t(n);
     }
 
