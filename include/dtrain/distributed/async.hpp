@@ -190,7 +190,11 @@ public:
         DTRAIN_CHECK(!in_run_, "DistOptimizer<Async>::run: run() is not reentrant");
         const double t0 = detail::async_now();
         stats_ = AsyncStats{};
-        if (!params_synced_) share_parameters(false);
+        if (!params_synced_) {  // a second run() without gather_to_all: every rank needs the parameters
+            OperationScope op("DistOptimizer<Async>::run (share parameters)", comm_.get(), detail::no_step,
+                              options_.stall_timeout);
+            share_parameters(false);
+        }
         std::exception_ptr error;
         if (is_worker()) {
             in_run_ = true;

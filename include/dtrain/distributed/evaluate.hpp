@@ -15,6 +15,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/loader.hpp>
 #include <dtrain/distributed/async.hpp>
@@ -90,13 +91,18 @@ inline Evaluation evaluation_of(const std::vector<double>& sums, const Dataset& 
 }
 
 /// Evaluation of `model` on `data` shared by the ranks of `comm`: rank r of p evaluates the contiguous
-/// part [r*n/p, (r+1)*n/p) (empty when n < p) and the sums are all-reduced. Collective over `comm`.
+/// part [r*n/p, (r+1)*n/p) (empty when n < p) and the sums are all-reduced. Collective over `comm`. The
+/// all-reduce is the operation "evaluate" at the optimizer's `step` for the stall watchdog, with `timeout`
+/// (the optimizer's options.stall_timeout; 0: DTRAIN_STALL_TIMEOUT); the local forward passes are not.
 template <class Loss>
 Evaluation evaluate_shared(Model<float>& model, const Loss& loss, const Dataset& data, std::size_t batch_size,
-                           MPI_Comm comm) {
+                           MPI_Comm comm, std::uint64_t step, double timeout) {
     const std::size_t n = data.size(), p = std::size_t(comm_size(comm)), r = std::size_t(comm_rank(comm));
     std::vector<double> sums = evaluate_range(model, loss, data, r * n / p, (r + 1) * n / p, batch_size);
-    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, comm));
+    {
+        OperationScope op("evaluate", comm, step, timeout);
+        DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), 3, MPI_DOUBLE, MPI_SUM, comm));
+    }
     return evaluation_of(sums, data);
 }
 
@@ -111,6 +117,8 @@ Evaluation evaluate_shared(Model<float>& model, const Loss& loss, const Dataset&
 ///   final model, otherwise rank 0 (which holds the final model) evaluates it all and tells the others.
 /// `data` must be the same on every rank. Float targets (regression) need a loss that takes them
 /// (MeanSquaredError; the accuracy is then NaN). Throws dtrain::Error for an empty data set or batch_size 0.
+/// Its collective is bounded by the stall watchdog as the operation "evaluate (step S)", S being
+/// `dist.optimizer().steps()`, with `dist.options().stall_timeout`.
 template <class Policy, class Opt, class Loss>
 Evaluation evaluate(DistOptimizer<Policy, Opt>& dist, const Loss& loss, const Dataset& data,
                     std::size_t batch_size = 256) {
@@ -121,18 +129,26 @@ Evaluation evaluate(DistOptimizer<Policy, Opt>& dist, const Loss& loss, const Da
                  data.source,
                  "' holds float targets (regression); evaluate it with a loss that takes them, e.g. "
                  "MeanSquaredError");
+    const std::uint64_t step = dist.optimizer().steps();
+    const double timeout = dist.options().stall_timeout;
     if constexpr (std::is_same_v<Policy, Async>) {
         if (dist.in_run())
-            return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm());
+            return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm(), step,
+                                           timeout);
         if (dist.options().gather_to_all)
-            return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.mpi_comm());
+            return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.mpi_comm(), step,
+                                           timeout);
         std::vector<double> sums(3, 0.0);
         if (dist.rank() == 0)
             sums = detail::evaluate_range(dist.model(), loss, data, 0, data.size(), batch_size);
-        DTRAIN_MPI_CHECK(MPI_Bcast(sums.data(), 3, MPI_DOUBLE, 0, dist.mpi_comm()));
+        {
+            OperationScope op("evaluate", dist.mpi_comm(), step, timeout);
+            DTRAIN_MPI_CHECK(MPI_Bcast(sums.data(), 3, MPI_DOUBLE, 0, dist.mpi_comm()));
+        }
         return detail::evaluation_of(sums, data);
     } else {
-        return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm());
+        return detail::evaluate_shared(dist.model(), loss, data, batch_size, dist.worker_comm(), step,
+                                       timeout);
     }
 }
 

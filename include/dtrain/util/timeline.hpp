@@ -15,6 +15,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/operation.hpp>
 
 namespace dtrain {
 
@@ -76,9 +77,13 @@ public:
     }
 
     /// Collective over `comm`: a barrier, then enable(capacity), so time 0 is (nearly) the same instant on
-    /// every rank and the rows of the merged trace line up even across nodes.
+    /// every rank and the rows of the merged trace line up even across nodes. The barrier is the operation
+    /// "Timeline::enable" for the stall watchdog (DTRAIN_STALL_TIMEOUT).
     void enable(std::size_t capacity, MPI_Comm comm) {
-        DTRAIN_MPI_CHECK(MPI_Barrier(comm));
+        {
+            OperationScope op("Timeline::enable", comm);
+            DTRAIN_MPI_CHECK(MPI_Barrier(comm));
+        }
         enable(capacity);
     }
 
@@ -180,8 +185,10 @@ public:
     /// Collective over `comm`: gathers every rank's events to rank 0 of `comm`, which writes one Chrome
     /// trace JSON file at `path` ({"traceEvents": [...]}, pid = rank in `comm`, timestamps in us). Throws
     /// dtrain::Error on every rank when rank 0 cannot write the file, or when the events of all ranks
-    /// together exceed the 2 GiB that MPI's int counts can gather.
+    /// together exceed the 2 GiB that MPI's int counts can gather. The whole call is the operation
+    /// "Timeline::write" for the stall watchdog (DTRAIN_STALL_TIMEOUT).
     void write(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD) const {
+        OperationScope op("Timeline::write", comm);
         const int rank = comm_rank(comm), size = comm_size(comm);
         const std::string mine = json_events(rank);
         // Every rank checks the total, so a trace too large fails everywhere instead of leaving the other
