@@ -133,6 +133,8 @@ private:
             std::this_thread::sleep_for(std::chrono::duration<double>(tick));
             serve();
             double waited = 0.0, timeout = timeout_;
+            // Whether an operation set the timeout (DistOptions::stall_timeout) rather than the environment.
+            bool own_timeout = false;
             std::uint64_t entered = 0;
             std::string what;  // built only when needed: the loop must not allocate while ranks train
             {
@@ -144,7 +146,10 @@ private:
                 entered = r.entered;
                 MPI_Comm comm = MPI_COMM_NULL;
                 for (int i = 0; i < std::min(r.depth, detail::OperationRecord::max_depth); ++i) {
-                    if (r.frames[i].timeout > 0) timeout = r.frames[i].timeout;
+                    if (r.frames[i].timeout > 0) {
+                        timeout = r.frames[i].timeout;
+                        own_timeout = true;
+                    }
                     if (r.frames[i].comm != MPI_COMM_NULL) comm = r.frames[i].comm;
                 }
                 if (waited > timeout / 2) what = detail::describe_operations(r);
@@ -158,10 +163,10 @@ private:
                             rank_, " waits in ", detail::describe_operations(r), " for ", fixed(waited),
                             " s"));
             }
-            if (waited > timeout) detail::abort_job(stall_message(what, waited, timeout, true));
+            if (waited > timeout) detail::abort_job(stall_message(what, waited, timeout, own_timeout, true));
             if (waited > timeout / 2 && warned_for != entered) {
                 warned_for = entered;
-                const std::string m = stall_message(what, waited, timeout, false);
+                const std::string m = stall_message(what, waited, timeout, own_timeout, false);
                 std::fprintf(stderr, "dtrain: rank %d: warning: %s\n", rank_, m.c_str());
                 std::fflush(stderr);
             }
@@ -239,7 +244,8 @@ private:
         return answers;
     }
 
-    std::string stall_message(const std::string& what, double waited, double timeout, bool fatal) {
+    std::string stall_message(const std::string& what, double waited, double timeout, bool own_timeout,
+                              bool fatal) {
         const std::vector<std::string> answers = census();
         const std::string mine = "waits in " + what;
         std::string others, missing;
@@ -252,7 +258,8 @@ private:
         }
         return detail::concat("stall: rank ", rank_, " has waited ", fixed(waited), " s in ", what, others,
                               ". Ranks that did not arrive: ", missing.empty() ? "none" : missing,
-                              " (stall timeout ", fixed(timeout), " s, DTRAIN_STALL_TIMEOUT",
+                              " (stall timeout ", fixed(timeout), " s, ",
+                              own_timeout ? "DistOptions::stall_timeout" : "DTRAIN_STALL_TIMEOUT",
                               fatal ? "); ending the job" : ")");
     }
 
