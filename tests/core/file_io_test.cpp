@@ -1,6 +1,6 @@
-// Failures in include/dtrain/data/detail/file_io.hpp that a healthy system never produces (a read error
+// Failures in include/dtrain/core/file_io.hpp that a healthy system never produces (a read error
 // after the first bytes, zlib failing to start), injected through the readers' public API. This program is
-// linked with -Wl,--wrap for fread, ferror and inflateInit2_ (tests/data/CMakeLists.txt): every call from
+// linked with -Wl,--wrap for fread, ferror and inflateInit2_ (tests/core/CMakeLists.txt): every call from
 // this program goes to the __wrap_ functions below, which fail on request and otherwise call the real ones.
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@
 #include <dtrain/data/csv.hpp>
 #include <dtrain/data/idx.hpp>
 
-#include "data_test_utils.hpp"
+#include "../data/data_test_utils.hpp"
 
 namespace {
 

@@ -1,5 +1,9 @@
 #pragma once
 
+/// @file
+/// Reading whole files for the data readers and the checkpoint format: bounded allocations, gzip members
+/// decompressed in memory, errors that name the file (internals in dtrain::detail).
+
 #include <sys/stat.h>
 
 #include <algorithm>

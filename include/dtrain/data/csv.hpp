@@ -14,7 +14,7 @@
 #include <dtrain/data/detail/csv_labels.hpp>
 #include <dtrain/data/detail/csv_layout.hpp>
 #include <dtrain/data/detail/csv_split.hpp>
-#include <dtrain/data/detail/file_io.hpp>
+#include <dtrain/core/file_io.hpp>
 
 namespace dtrain {
 

@@ -14,7 +14,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/checked.hpp>
-#include <dtrain/data/detail/file_io.hpp>
+#include <dtrain/core/file_io.hpp>
 
 namespace dtrain {
 

@@ -24,7 +24,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
-#include <dtrain/data/detail/file_io.hpp>
+#include <dtrain/core/file_io.hpp>
 #include <dtrain/distributed/detail/replica_check.hpp>
 
 namespace dtrain::detail {
