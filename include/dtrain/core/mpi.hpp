@@ -12,7 +12,9 @@
 
 namespace dtrain {
 
-/// The MPI datatype of T; a static_assert rejects types without one.
+/// The MPI datatype of T: float, double, char, the fixed-width integers of 8 to 64 bits (int8_t ...
+/// uint64_t), long, unsigned long, long long and unsigned long long (whichever of them are distinct types);
+/// a static_assert rejects types without one.
 template <class T>
 MPI_Datatype mpi_type() {
     using U = std::remove_cv_t<T>;
@@ -26,6 +28,10 @@ MPI_Datatype mpi_type() {
         return MPI_INT8_T;
     else if constexpr (std::is_same_v<U, std::uint8_t>)
         return MPI_UINT8_T;
+    else if constexpr (std::is_same_v<U, std::int16_t>)
+        return MPI_INT16_T;
+    else if constexpr (std::is_same_v<U, std::uint16_t>)
+        return MPI_UINT16_T;
     else if constexpr (std::is_same_v<U, std::int32_t>)
         return MPI_INT32_T;
     else if constexpr (std::is_same_v<U, std::uint32_t>)
@@ -34,6 +40,10 @@ MPI_Datatype mpi_type() {
         return MPI_INT64_T;
     else if constexpr (std::is_same_v<U, std::uint64_t>)
         return MPI_UINT64_T;
+    else if constexpr (std::is_same_v<U, long>)
+        return MPI_LONG;
+    else if constexpr (std::is_same_v<U, unsigned long>)
+        return MPI_UNSIGNED_LONG;
     else if constexpr (std::is_same_v<U, long long>)
         return MPI_LONG_LONG;
     else if constexpr (std::is_same_v<U, unsigned long long>)
