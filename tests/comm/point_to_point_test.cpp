@@ -57,7 +57,7 @@ public:
 private:
     friend Base;
     template <class T>
-    Request start(Span<T>, int tag) {
+    Request start(Span<T>, int tag, dtrain::ReduceOp) {
         tags.push_back(tag);
         Request r;
         r.scratch() = lease(64);

@@ -7,6 +7,7 @@
 
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
@@ -15,16 +16,18 @@
 namespace dtrain {
 
 /// Communicator policy that delegates to the MPI library's collectives: MPI_Bcast, in-place
-/// MPI_Allreduce with MPI_SUM and MPI_Iallreduce for the nonblocking form. Models the Communicator concept
-/// (see comm/communicator.hpp). Works on a duplicate of the given communicator with MPI_ERRORS_RETURN, so
-/// MPI failures throw dtrain::Error naming the call. Copying duplicates the communicator again (collective),
-/// moving steals it. The MPI library's reduction order is its own; MPICH returns bitwise-identical sums on
-/// every rank.
+/// MPI_Allreduce (MPI_SUM, MPI_MAX, MPI_MIN or MPI_PROD: detail::mpi_op_for) and MPI_Iallreduce for the
+/// nonblocking form. Models the Communicator concept (see comm/communicator.hpp) with its reduce operations.
+/// Works on a duplicate of the given communicator with MPI_ERRORS_RETURN, so MPI failures throw
+/// dtrain::Error naming the call. Copying duplicates the communicator again (collective),
+/// moving steals it. The MPI library's reduction order is its own; MPICH returns bitwise-identical results on
+/// every rank. What MPI_MAX and MPI_MIN do with NaN is the MPI library's (MPI leaves it unspecified; Ring
+/// and Naive propagate NaN, see ReduceOp).
 class Collective {
 public:
-    /// Handle of one nonblocking all-reduce started by iallreduce_sum. Move-only. Destroying a request
-    /// that has not completed waits for it (errors are then swallowed); it must complete before the
-    /// Collective that started it is destroyed.
+    /// Handle of one nonblocking all-reduce started by iallreduce or iallreduce_sum. Move-only. Destroying
+    /// a request that has not completed waits for it (errors are then swallowed); it must complete before
+    /// the Collective that started it is destroyed.
     class Request {
     public:
         /// An inactive request (test() is immediately true).
@@ -80,25 +83,31 @@ public:
         DTRAIN_MPI_CHECK(MPI_Bcast(data.data(), count, mpi_type<T>(), root, comm_.get()));
     }
 
-    /// In-place element-wise sum over all ranks (MPI_Allreduce with MPI_IN_PLACE and MPI_SUM).
-    /// Requires equal lengths on all ranks.
+    /// In-place element-wise reduction with `op` over all ranks (MPI_Allreduce with MPI_IN_PLACE and
+    /// detail::mpi_op_for<T>(op)). Requires equal lengths and the same op on all ranks.
     template <class T>
-    void allreduce_sum(Span<T> data) {
-        const int count = detail::mpi_count(data, "Collective::allreduce_sum");
-        OperationScope scope(policy_name, "allreduce_sum", comm_.get());
-        DTRAIN_MPI_CHECK(
-            MPI_Allreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), MPI_SUM, comm_.get()));
+    void allreduce(Span<T> data, ReduceOp op) {
+        run_blocking(data, op, "allreduce");
     }
 
-    /// Starts an in-place sum over all ranks (MPI_Iallreduce); `data` must not be touched until test()
-    /// returned true or wait() returned. All ranks must start their requests in the same order.
+    /// allreduce(data, ReduceOp::Sum): MPI_Allreduce with MPI_SUM.
+    template <class T>
+    void allreduce_sum(Span<T> data) {
+        run_blocking(data, ReduceOp::Sum, "allreduce_sum");
+    }
+
+    /// Starts an in-place reduction with `op` over all ranks (MPI_Iallreduce); `data` must not be touched
+    /// until test() returned true or wait() returned. All ranks must start their requests in the same order
+    /// with the same ops.
+    template <class T>
+    Request iallreduce(Span<T> data, ReduceOp op) {
+        return start(data, op, "Collective::iallreduce");
+    }
+
+    /// iallreduce(data, ReduceOp::Sum).
     template <class T>
     Request iallreduce_sum(Span<T> data) {
-        const int count = detail::mpi_count(data, "Collective::iallreduce_sum");
-        Request r;
-        DTRAIN_MPI_CHECK(
-            MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), MPI_SUM, comm_.get(), &r.req_));
-        return r;
+        return start(data, ReduceOp::Sum, "Collective::iallreduce_sum");
     }
 
     /// Advances `request`; true once it has completed (also for an inactive request).
@@ -123,9 +132,31 @@ public:
     }
 
 private:
+    /// One blocking MPI_Allreduce, named `what` in messages.
+    template <class T>
+    void run_blocking(Span<T> data, ReduceOp op, const char* what) {
+        const int count = detail::mpi_count(data, "Collective::allreduce");
+        const MPI_Op mop = detail::mpi_op_for<T>(op);
+        OperationScope scope(policy_name, what, comm_.get());
+        DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), mop, comm_.get()));
+    }
+
+    /// Starts one MPI_Iallreduce; `who` names the call in errors.
+    template <class T>
+    Request start(Span<T> data, ReduceOp op, const char* who) {
+        const int count = detail::mpi_count(data, who);
+        const MPI_Op mop = detail::mpi_op_for<T>(op);
+        Request r;
+        DTRAIN_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), mop, comm_.get(), &r.req_));
+        return r;
+    }
+
     detail::CommHandle comm_;
 };
 
+static_assert(has_reduce_ops_v<Collective>,
+              "Collective must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Collective>, "Collective must model the Communicator concept");
 
 }  // namespace dtrain

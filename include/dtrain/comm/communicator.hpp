@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/span.hpp>
 
 namespace dtrain {
@@ -25,8 +26,16 @@ namespace dtrain {
 /// | `void wait(Request&)` | blocks until complete |
 /// | `void barrier()` | synchronises all ranks |
 ///
-/// The result of allreduce_sum must be bitwise identical on every rank. is_communicator_v checks the
-/// concept for float buffers.
+/// Optional, checked by has_reduce_ops_v (Collective, Ring and Naive provide them; DistOptimizer needs only
+/// the sum, so a communicator written for it does not have to):
+///
+/// | member | meaning |
+/// |---|---|
+/// | `template <class T> void allreduce(Span<T> data, ReduceOp op)` | in-place element-wise Sum, Max, Min or Prod over ranks (ReduceOp gives the NaN and overflow rules) |
+/// | `template <class T> Request iallreduce(Span<T> data, ReduceOp op)` | starts it; completes through test() and wait() like iallreduce_sum |
+///
+/// The result of every all-reduce must be bitwise identical on every rank. is_communicator_v and
+/// has_reduce_ops_v check the concept for float buffers.
 template <class Comm, class = void>
 struct is_communicator : std::false_type {};
 
@@ -50,5 +59,22 @@ struct is_communicator<
 /// True when Comm models the Communicator concept.
 template <class Comm>
 inline constexpr bool is_communicator_v = is_communicator<Comm>::value;
+
+/// Whether a communicator also provides the optional `allreduce(data, op)` and `iallreduce(data, op)`.
+template <class Comm, class = void>
+struct has_reduce_ops : std::false_type {};
+
+/// Specialisation that detects both members and that iallreduce returns the communicator's Request.
+template <class Comm>
+struct has_reduce_ops<
+    Comm, std::void_t<typename Comm::Request,
+                      decltype(std::declval<Comm&>().allreduce(std::declval<Span<float>>(), ReduceOp::Max)),
+                      decltype(std::declval<Comm&>().iallreduce(std::declval<Span<float>>(), ReduceOp::Max))>>
+    : std::is_same<decltype(std::declval<Comm&>().iallreduce(std::declval<Span<float>>(), ReduceOp::Max)),
+                   typename Comm::Request> {};
+
+/// True when Comm provides allreduce(data, op) and iallreduce(data, op) (see is_communicator).
+template <class Comm>
+inline constexpr bool has_reduce_ops_v = has_reduce_ops<Comm>::value;
 
 }  // namespace dtrain

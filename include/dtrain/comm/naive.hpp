@@ -8,6 +8,7 @@
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/detail/point_to_point.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
@@ -18,8 +19,9 @@ namespace dtrain {
 namespace detail {
 
 /// One naive all-reduce as a state machine: every rank sends its whole buffer to every other rank and
-/// receives every other rank's buffer (all MPI_Isend/MPI_Irecv posted at once), then sums in rank order
-/// x0 + x1 + ... + x(p-1) so every rank computes the bitwise-identical result. The scratch buffer holds
+/// receives every other rank's buffer (all MPI_Isend/MPI_Irecv posted at once), then reduces in rank order
+/// ((x0 op x1) op ...) op x(p-1) with the same function on the same bytes, so every rank computes the
+/// bitwise-identical result (for every ReduceOp, NaN included). The scratch buffer holds
 /// the MPI requests followed by one n-element slot per source rank.
 class NaiveAllreduceOp {
 public:
@@ -28,8 +30,7 @@ public:
 
     /// Posts every message. `scratch` must hold scratch_bytes(size, n * elem_bytes) bytes.
     NaiveAllreduceOp(MPI_Comm comm, MPI_Datatype type, int tag, int rank, int size, unsigned char* data,
-                     std::size_t elem_bytes, std::size_t n, void (*reduce)(void*, const void*, std::size_t),
-                     unsigned char* scratch)
+                     std::size_t elem_bytes, std::size_t n, ReduceFn reduce, unsigned char* scratch)
         : data_(data),
           bytes_(n * elem_bytes),
           n_(n),
@@ -60,7 +61,8 @@ public:
     /// True while the operation has not completed.
     bool active() const noexcept { return active_; }
 
-    /// Completes what arrived without blocking; once everything arrived, sums in rank order. True when done.
+    /// Completes what arrived without blocking; once everything arrived, reduces in rank order. True when
+    /// done.
     bool progress() {
         if (!active_) return true;
         int flag = 0;
@@ -70,7 +72,7 @@ public:
         return true;
     }
 
-    /// Blocks until every message completed, then sums.
+    /// Blocks until every message completed, then reduces.
     void wait() {
         if (!active_) return;
         DTRAIN_MPI_CHECK(MPI_Waitall(nreq_, reqs_, MPI_STATUSES_IGNORE));
@@ -95,7 +97,7 @@ private:
     unsigned char* slot(int q) const noexcept { return slots_ + std::size_t(q) * round_up(bytes_); }
 
     void finish() noexcept {
-        // Sum x0 + x1 + ... in rank order: rank 0 accumulates in its buffer, the others in slot 0.
+        // Reduce x0, x1, ... in rank order: rank 0 accumulates in its buffer, the others in slot 0.
         unsigned char* acc = rank_ == 0 ? data_ : slot(0);
         for (int q = 1; q < size_; ++q)
             reduce_(acc, q == rank_ ? data_ : slot(q), n_);
@@ -106,7 +108,7 @@ private:
     unsigned char* data_ = nullptr;
     std::size_t bytes_ = 0, n_ = 0;
     int rank_ = 0, size_ = 1;
-    void (*reduce_)(void*, const void*, std::size_t) = nullptr;
+    ReduceFn reduce_ = nullptr;
     MPI_Request* reqs_ = nullptr;
     unsigned char* slots_ = nullptr;
     int nreq_ = 0;
@@ -116,13 +118,13 @@ private:
 }  // namespace detail
 
 /// The baseline communicator policy: every rank sends its whole buffer to every other rank (nonblocking
-/// MPI_Isend/MPI_Irecv) and sums the p buffers locally in rank order, so all ranks get a bitwise-identical
-/// result. Each rank sends and receives (p-1) times the buffer: simple, latency-friendly for tiny buffers,
-/// bandwidth-poor for large ones. broadcast sends root's buffer to every rank directly.
+/// MPI_Isend/MPI_Irecv) and reduces the p buffers locally in rank order, so all ranks get a bitwise-identical
+/// result for every ReduceOp. Each rank sends and receives (p-1) times the buffer: simple, latency-friendly
+/// for tiny buffers, bandwidth-poor for large ones. broadcast sends root's buffer to every rank directly.
 ///
-/// rank(), size(), mpi_comm(), allreduce_sum(), iallreduce_sum(), test(), wait(), barrier() and
-/// scratch_buffers() come from detail::PointToPoint, shared with Ring. Works on a duplicate of the given
-/// communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// rank(), size(), mpi_comm(), allreduce(), allreduce_sum(), iallreduce(), iallreduce_sum(), test(), wait(),
+/// barrier() and scratch_buffers() come from detail::PointToPoint, shared with Ring. Works on a duplicate of
+/// the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
 /// communicator (collective), moving steals it. Scratch (p buffers) comes from a reused pool. Not
 /// thread-safe: calls on one Naive and on its requests must be serialised (one thread, or a mutex). All ranks
 /// must call collective operations in the same order.
@@ -131,7 +133,7 @@ class Naive : public detail::PointToPoint<Naive, detail::NaiveAllreduceOp> {
 
 public:
     /// Handle of one nonblocking naive all-reduce. Move-only. Destroying a pending request waits for its
-    /// messages (without summing); requests must complete before their Naive is destroyed.
+    /// messages (without reducing); requests must complete before their Naive is destroyed.
     using Request = Base::Request;
     /// The policy's name in messages.
     static constexpr const char* policy_name = "Naive";
@@ -167,21 +169,24 @@ public:
 private:
     friend Base;
 
-    /// Starts the naive all-reduce of `data` on `tag`, posting all its messages (PointToPoint's contract).
+    /// Starts the naive all-reduce of `data` with `op` on `tag`, posting all its messages (PointToPoint's
+    /// contract).
     template <class T>
-    Request start(Span<T> data, int tag) {
-        const int count = detail::mpi_count(data, "Naive::allreduce_sum");
+    Request start(Span<T> data, int tag, ReduceOp op) {
+        const int count = detail::mpi_count(data, "Naive::allreduce");
+        const detail::ReduceFn reduce = detail::reduce_fn<T>(op);
         Request r;
         if (size() == 1 || count == 0) return r;
         const std::size_t bytes = data.size() * sizeof(T);
         r.scratch() = lease(detail::NaiveAllreduceOp::scratch_bytes(size(), bytes));
         r.op() = detail::NaiveAllreduceOp(mpi_comm(), mpi_type<T>(), tag, rank(), size(),
                                           reinterpret_cast<unsigned char*>(data.data()), sizeof(T),
-                                          data.size(), &detail::add_into_erased<T>, r.scratch().data());
+                                          data.size(), reduce, r.scratch().data());
         return r;
     }
 };
 
+static_assert(has_reduce_ops_v<Naive>, "Naive must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Naive>, "Naive must model the Communicator concept");
 
 }  // namespace dtrain

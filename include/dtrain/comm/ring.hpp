@@ -9,6 +9,7 @@
 #include <dtrain/comm/detail/point_to_point.hpp>
 #include <dtrain/comm/detail/ring_op.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
@@ -26,18 +27,19 @@ struct RingOptions {
 
 /// Communicator policy built on point-to-point messages only (MPI_Isend/MPI_Irecv/MPI_Test).
 ///
-/// allreduce_sum is the bandwidth-optimal ring all-reduce: a reduce-scatter then an all-gather, 2(p-1) steps
-/// in which every rank sends 2(p-1)/p of the buffer. It is pipelined: chunks are cut into segments that
-/// stream around the ring with several messages in flight, and the reduction of one segment overlaps the
-/// arrival of the next. Every chunk is reduced on one rank and copied to the others, so the result is
-/// bitwise identical on all ranks. Works for any length (also 0 or fewer elements than ranks) and any p.
-/// broadcast is a pipelined chain from the root. iallreduce_sum returns a Request that test() advances and
-/// wait() completes; several may be in flight at once (each gets its own tag). Receive scratch comes from a
-/// pool that is reused, so steady-state calls do not allocate.
+/// allreduce (any ReduceOp; allreduce_sum is its Sum) is the bandwidth-optimal ring all-reduce: a
+/// reduce-scatter then an all-gather, 2(p-1) steps in which every rank sends 2(p-1)/p of the buffer. It is
+/// pipelined: chunks are cut into segments that stream around the ring with several messages in flight, and
+/// the reduction of one segment overlaps the arrival of the next. Every chunk is reduced on one rank and
+/// copied to the others, so the result is bitwise identical on all ranks, for every op (also with NaN: see
+/// ReduceOp). Works for any length (also 0 or fewer elements than ranks) and any p. broadcast is a pipelined
+/// chain from the root. iallreduce (and iallreduce_sum) returns a Request that test() advances and wait()
+/// completes; several may be in flight at once (each gets its own tag). Receive scratch comes from a pool
+/// that is reused, so steady-state calls do not allocate.
 ///
-/// rank(), size(), mpi_comm(), allreduce_sum(), iallreduce_sum(), test(), wait(), barrier() and
-/// scratch_buffers() come from detail::PointToPoint, shared with Naive. Works on a duplicate of the given
-/// communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// rank(), size(), mpi_comm(), allreduce(), allreduce_sum(), iallreduce(), iallreduce_sum(), test(), wait(),
+/// barrier() and scratch_buffers() come from detail::PointToPoint, shared with Naive. Works on a duplicate of
+/// the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
 /// communicator (collective), moving steals it. Not thread-safe: calls on one Ring and on its requests must
 /// be serialised (one thread, or a mutex). All ranks must call the collective operations in the same order.
 class Ring : public detail::PointToPoint<Ring, detail::RingAllreduceOp> {
@@ -125,10 +127,12 @@ private:
     static constexpr std::size_t auto_segment_bytes = std::size_t(512) << 10;
     static constexpr int auto_window = 4;
 
-    /// Starts the ring all-reduce of `data` on `tag` and posts its first messages (PointToPoint's contract).
+    /// Starts the ring all-reduce of `data` with `op` on `tag` and posts its first messages (PointToPoint's
+    /// contract).
     template <class T>
-    Request start(Span<T> data, int tag) {
-        detail::mpi_count(data, "Ring::allreduce_sum");
+    Request start(Span<T> data, int tag, ReduceOp op) {
+        detail::mpi_count(data, "Ring::allreduce");
+        const detail::ReduceFn reduce = detail::reduce_fn<T>(op);
         Request r;
         if (size() == 1 || data.empty()) return r;
         detail::RingAllreduceOp::Config c;
@@ -143,7 +147,7 @@ private:
         const std::size_t chunk = (data.size() + std::size_t(size()) - 1) / std::size_t(size());
         c.seg = segment_elems(chunk, sizeof(T));
         c.window = window();
-        c.reduce = &detail::add_into_erased<T>;
+        c.reduce = reduce;
         r.scratch() = lease(std::size_t(c.window) * c.seg * sizeof(T));
         c.scratch = r.scratch().data();
         r.op() = detail::RingAllreduceOp(c);
@@ -154,6 +158,7 @@ private:
     RingOptions options_;
 };
 
+static_assert(has_reduce_ops_v<Ring>, "Ring must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Ring>, "Ring must model the Communicator concept");
 
 }  // namespace dtrain

@@ -10,6 +10,7 @@
 #include <dtrain/comm/detail/comm_handle.hpp>
 #include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
@@ -18,21 +19,23 @@ namespace dtrain::detail {
 
 /// Everything the point-to-point communicator policies (Ring, Naive) share, so that they hold only their
 /// algorithms: the duplicated communicator, the scratch pool, copy and move, rank()/size()/mpi_comm(), the
-/// blocking and nonblocking all-reduce entry points with their tags, test(), wait(), barrier() and
-/// scratch_buffers().
+/// blocking and nonblocking all-reduce entry points (allreduce, iallreduce and their Sum forms) with their
+/// tags, test(), wait(), barrier() and scratch_buffers().
 ///
 /// A CRTP base. `Op` is the all-reduce state machine held by a Request (PooledRequest<Op>): default-
 /// constructed inactive, progress() advances it without blocking and is true once done, wait() blocks until
 /// done, drain() and active() as PooledRequest requires. `Derived` provides, as a private member with this
-/// base as friend, `template <class T> Request start(Span<T> data, int tag)`: checks `data`, leases its
-/// scratch with lease(), posts the operation's first messages on `tag` and returns the request (inactive
-/// when there is nothing to send). CRTP rather than a virtual base or a member object: allreduce_sum and
-/// iallreduce_sum are templates over the element type, so they cannot call a virtual start(), and a member
+/// base as friend, `template <class T> Request start(Span<T> data, int tag, ReduceOp op)`: checks `data`,
+/// leases its scratch with lease(), posts the operation's first messages on `tag` and returns the request
+/// (inactive when there is nothing to send); the result must be bitwise identical on every rank for every
+/// op. CRTP rather than a virtual base or a member object: allreduce and iallreduce are templates over the
+/// element type, so they cannot call a virtual start(), and a member
 /// would make every policy forward the ten public members again; the call is resolved at compile time (no
 /// indirection on the hot path) and Ring and Naive stay distinct types with distinct Requests. The base is
 /// not usable on its own: its constructors, assignments and destructor are protected.
 ///
-/// Tags: blocking operations (allreduce_sum, the policies' broadcast) use blocking_tag; each nonblocking
+/// Tags: blocking operations (allreduce, allreduce_sum, the policies' broadcast) use blocking_tag; each
+/// nonblocking
 /// request takes the next tag of 1..tag_range in turn, so up to tag_range requests in flight together never
 /// share a tag with each other or with a blocking call. Copying duplicates the communicator (collective over
 /// its ranks) and starts a fresh scratch pool and tag sequence; moving steals the communicator, the pool
@@ -50,21 +53,32 @@ public:
     /// The duplicated communicator this policy works on (MPI_COMM_NULL once moved from).
     MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
 
-    /// In-place element-wise sum over all ranks, on blocking_tag; bitwise identical on every rank. Requires
-    /// equal lengths on all ranks.
+    /// In-place element-wise reduction with `op` over all ranks (ReduceOp documents Max/Min with NaN and
+    /// integer overflow), on blocking_tag; bitwise identical on every rank. Requires equal lengths on all
+    /// ranks and the same op on all ranks.
     template <class T>
-    void allreduce_sum(Span<T> data) {
-        OperationScope scope(Derived::policy_name, "allreduce_sum", comm_.get());
-        Request r = derived().start(data, blocking_tag);
-        wait(r);
+    void allreduce(Span<T> data, ReduceOp op) {
+        run_blocking(data, op, "allreduce");
     }
 
-    /// Starts an in-place sum on the next nonblocking tag; `data` must not be touched until test() returned
-    /// true or wait() returned. Several requests may be in flight; all ranks must start them in the same
-    /// order.
+    /// allreduce(data, ReduceOp::Sum): the same operation under its own name in messages.
+    template <class T>
+    void allreduce_sum(Span<T> data) {
+        run_blocking(data, ReduceOp::Sum, "allreduce_sum");
+    }
+
+    /// Starts an in-place reduction with `op` on the next nonblocking tag; `data` must not be touched until
+    /// test() returned true or wait() returned. Several requests may be in flight; all ranks must start
+    /// them in the same order with the same ops.
+    template <class T>
+    Request iallreduce(Span<T> data, ReduceOp op) {
+        return derived().start(data, next_tag(), op);
+    }
+
+    /// iallreduce(data, ReduceOp::Sum).
     template <class T>
     Request iallreduce_sum(Span<T> data) {
-        return derived().start(data, next_tag());
+        return derived().start(data, next_tag(), ReduceOp::Sum);
     }
 
     /// Advances `request` without blocking; true once it has completed (also for an inactive request), and
@@ -118,6 +132,14 @@ protected:
 
 private:
     Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+
+    /// One blocking all-reduce on blocking_tag, named `what` in messages.
+    template <class T>
+    void run_blocking(Span<T> data, ReduceOp op, const char* what) {
+        OperationScope scope(Derived::policy_name, what, comm_.get());
+        Request r = derived().start(data, blocking_tag, op);
+        wait(r);
+    }
 
     /// Swaps in `other`'s state; the old state is released when `other` goes out of scope.
     PointToPoint& take(PointToPoint other) noexcept {

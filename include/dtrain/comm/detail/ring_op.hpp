@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/mpi.hpp>
 
 namespace dtrain::detail {
@@ -32,9 +33,10 @@ inline constexpr int ring_max_window = 16;
 /// Request type serves every element type.
 ///
 /// The buffer of n elements is cut into p chunks (sizes differ by at most one, some may be empty) and every
-/// chunk into segments of `seg` elements. Steps 0..p-2 reduce-scatter: rank r sends chunk r-s to r+1 and adds
-/// chunk r-s-1 arriving from r-1 into its buffer. Steps p-1..2p-3 all-gather: rank r forwards the fully
-/// reduced chunk it owns (or last received) and receives the next one directly into its buffer. The chunk
+/// chunk into segments of `seg` elements. Steps 0..p-2 reduce-scatter: rank r sends chunk r-s to r+1 and
+/// reduces chunk r-s-1 arriving from r-1 into its buffer (Config::reduce: own = combine(own, arrived)).
+/// Steps p-1..2p-3 all-gather: rank r forwards the fully reduced chunk it owns (or last received) and
+/// receives the next one directly into its buffer. The chunk
 /// sent at step s+1 is the chunk received at step s, so segment k can move on as soon as segment k of the
 /// previous step has arrived (and been reduced): segments stream through the ring and the reduction of one
 /// segment overlaps the transfer of the next. Up to `window` receives and `window` sends are in flight.
@@ -54,7 +56,7 @@ public:
         std::size_t n = 0;
         std::size_t seg = 1;
         int window = 1;
-        void (*reduce)(void*, const void*, std::size_t) = nullptr;
+        ReduceFn reduce = nullptr;
         unsigned char* scratch = nullptr;
     };
 
@@ -77,7 +79,7 @@ public:
     bool active() const noexcept { return active_; }
 
     /// Posts whatever is ready and completes whatever arrived, without blocking. True once everything is
-    /// done (the buffer then holds the sum). Throws dtrain::Error when an MPI call fails.
+    /// done (the buffer then holds the result). Throws dtrain::Error when an MPI call fails.
     bool progress() {
         if (!active_) return true;
         bool moved = true;

@@ -108,26 +108,4 @@ private:
     unsigned char* data_ = nullptr;
 };
 
-/// dst[i] += src[i] for i < n; the two ranges must not overlap. Blocks of 8 independent additions let the
-/// compiler vectorise it at -O2 as well as -O3 (each element is still exactly dst[i] + src[i]).
-template <class T>
-void add_into(T* __restrict dst, const T* __restrict src, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        T block[8];
-        for (int k = 0; k < 8; ++k)
-            block[k] = dst[i + k] + src[i + k];
-        for (int k = 0; k < 8; ++k)
-            dst[i + k] = block[k];
-    }
-    for (; i < n; ++i)
-        dst[i] += src[i];
-}
-
-/// add_into behind a type-erased signature, for state machines that serve every element type.
-template <class T>
-void add_into_erased(void* dst, const void* src, std::size_t n) noexcept {
-    add_into(static_cast<T*>(dst), static_cast<const T*>(src), n);
-}
-
 }  // namespace dtrain::detail
