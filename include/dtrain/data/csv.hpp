@@ -8,13 +8,13 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/file_io.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/checked.hpp>
 #include <dtrain/data/detail/csv_labels.hpp>
 #include <dtrain/data/detail/csv_layout.hpp>
 #include <dtrain/data/detail/csv_split.hpp>
-#include <dtrain/core/file_io.hpp>
 
 namespace dtrain {
 

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/file_io.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/checked.hpp>
-#include <dtrain/core/file_io.hpp>
 
 namespace dtrain {
 

@@ -22,9 +22,9 @@
 #include <mpi.h>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/file_io.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
-#include <dtrain/core/file_io.hpp>
 #include <dtrain/distributed/detail/replica_check.hpp>
 
 namespace dtrain::detail {
