@@ -7,4 +7,5 @@
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/metrics.hpp>
 #include <dtrain/comm/naive.hpp>
+#include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/comm/ring.hpp>

@@ -6,8 +6,8 @@
 #include <mpi.h>
 
 #include <dtrain/comm/communicator.hpp>
-#include <dtrain/comm/detail/comm_handle.hpp>
 #include <dtrain/comm/reduce_op.hpp>
+#include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>

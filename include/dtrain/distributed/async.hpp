@@ -18,7 +18,7 @@
 
 #include <mpi.h>
 
-#include <dtrain/comm/detail/comm_handle.hpp>
+#include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/span.hpp>

@@ -7,10 +7,10 @@
 
 #include <mpi.h>
 
-#include <dtrain/comm/detail/comm_handle.hpp>
 #include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/comm/reduce_op.hpp>
+#include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>

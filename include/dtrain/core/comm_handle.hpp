@@ -1,5 +1,9 @@
 #pragma once
 
+/// @file
+/// CommHandle: the one RAII owner of an MPI resource in dtrain, a duplicated communicator whose errors
+/// return (used by the communicator policies and the Async policy; internals in dtrain::detail).
+
 #include <climits>
 #include <cstddef>
 #include <utility>
