@@ -26,8 +26,10 @@ TEST_CASE("unpack_facts reverses pack_facts") {
 TEST_CASE("unpack_facts rejects a text that is not of pack_facts' form") {
     const std::string good = pack_facts({{"layers", "layer 0", "Dense(4, 8)"}});
     // No final record separator (this looped forever, allocating), a missing field, no separators at all.
-    for (const std::string bad : {good.substr(0, good.size() - 1), std::string("layers\x1fDense\x1e"),
-                                  std::string("garbage"), good + "tail"}) {
+    for (const std::string& bad : {good.substr(0, good.size() - 1),
+                                   std::string("layers\x1f"
+                                               "Dense\x1e"),
+                                   std::string("garbage"), good + "tail"}) {
         INFO("text of " << bad.size() << " bytes");
         CHECK_THROWS_WITH(unpack_facts(bad), Catch::Contains("the layers' description is malformed"));
     }
