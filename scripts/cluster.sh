@@ -3,28 +3,41 @@
 # eth0 whose egress is shaped (rate, delay, loss), so that MPI ranks on different hosts talk over a real
 # TCP path instead of shared memory. Addresses are 198.18.0.1 ... 198.18.0.N (198.18.0.0/15 is reserved
 # for benchmarking, RFC 2544); nothing is sent anywhere else. Needs root (CAP_NET_ADMIN), iproute2 and
-# tc (Debian: iproute2), python3 for the rate check, and MPICH.
+# tc (Debian: iproute2), python3 for the rate check, and Open MPI or MPICH.
 #
 # Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--no-check]
 #          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
 #          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%). Checks the achieved rate
 #          with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
 #        scripts/cluster.sh run [--np N] -- <program> [arguments...]
-#          runs mpiexec.mpich inside host 1 over all hosts (one rank per host, round robin; --np sets the
-#          rank count, default N) with the MPI settings below; prints the bytes each eth0 sent.
+#          runs the program over all hosts (one rank per host, round robin; --np sets the rank count,
+#          default N) with the MPI settings below; prints the bytes each eth0 sent. The launcher follows
+#          the MPI the program is linked against (ldd): Open MPI's mpiexec.openmpi for libmpi.so.40,
+#          else mpiexec.mpich; DTRAIN_CLUSTER_MPI=openmpi|mpich overrides.
 #        scripts/cluster.sh exec HOST -- <command...>   runs a command inside host HOST (1..N)
 #        scripts/cluster.sh counters                   prints each host's eth0 tx/rx bytes
 #        scripts/cluster.sh down                       removes everything `up` created (idempotent)
 #        scripts/cluster.sh with N [up options] -- <program> [arguments...]
 #          up, run, down in one go; down also runs after a failure or Ctrl-C.
-# MPI settings of `run` (MPICH 4.0 on UCX): UCX_TLS=tcp,self (with UCX's default transports the ranks of
-# two namespaces still find each other's shared memory and the link carries nothing), UCX_NET_DEVICES=eth0;
-# hydra starts one proxy per host through `ip netns exec` (-launcher rsh -launcher-exec) and listens on
-# host 1's eth0 (-iface eth0). Extra environment: DTRAIN_CLUSTER_ENV="VAR=value ...".
-# Known problems (open in the scale-out issue): with UCX_TLS=tcp,self, MPI_Finalize hangs in some runs (rank
-# 0 spins in ucp_worker_progress flushing its endpoints while the peer already waits in the PMI barrier):
-# 1 of 6 runs of a plain MPI hello world, 2 of 4 of the quickstart; wrap `run` in `timeout`. This kernel may
-# lack the netem qdisc, so --delay and --loss then refuse to start.
+# MPI settings of `run`, started inside host 1; each host's daemon/proxy is started through
+# `ip netns exec` by the launcher script in the state directory. Extra environment:
+# DTRAIN_CLUSTER_ENV="VAR=value ..." (passed to every rank).
+#   Open MPI 4.1 (recommended, reliable): --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0
+#   --mca oob_tcp_if_include eth0 --mca plm_rsh_agent <launcher> -H 198.18.0.1,... --map-by node;
+#   programs must be built with mpicxx.openmpi. A 16 MiB all-reduce sends >= 16 MiB on each eth0.
+#   MPICH 4.0 on UCX: UCX_TLS=tcp,self (with UCX's default transports the ranks of two namespaces still
+#   find each other's shared memory and the link carries nothing), UCX_NET_DEVICES=eth0; hydra with
+#   -launcher rsh -launcher-exec <launcher> and -iface eth0.
+# Known problems: with MPICH 4.0.2 + UCX 1.13 over TCP, MPI_Finalize hangs in some runs (measured on 2
+# hosts: plain hello world 1 of 20, with a barrier before MPI_Finalize 2 of 20, the quickstart 14 of 20;
+# 0 of 20 when the ranks exchange no message). Cause: MPICH closes its UCX endpoints (flush mode) and only
+# then enters the PMI barrier; the rank that closes first shuts its TCP socket, the other rank's UCX TCP
+# endpoint sees the drop and, to flush, opens a new connection whose handshake the first rank (now blocked
+# in the PMI barrier) never answers (UCX issue 8738). No UCX or MPICH 4.0.2 setting tried avoids it
+# (UCX_TCP_PUT_ENABLE=n: 9 of 10 quickstart runs hung; UCX_TCP_MAX_CONN_RETRIES=1: 8 of 10; =0 breaks
+# MPI_Init). Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40 quickstart runs. So use an
+# Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`. This kernel may lack the netem
+# qdisc, so --delay and --loss then refuse to start.
 # State (hostfile, launcher, settings) lives in ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}. Only the
 # namespaces named dtrain-cl-* are ever created or deleted; the machine's own interfaces are not touched.
 set -euo pipefail
@@ -180,7 +193,7 @@ up() {
     done
     cat > "$STATE/launcher" << EOF
 #!/bin/sh
-# hydra's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace.
+# hydra's and Open MPI's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace.
 host=\$1
 shift
 exec ip netns exec "$PREFIX-h\${host##*.}" sh -c "\$*"
@@ -221,13 +234,35 @@ run() {
     [ "${1:-}" = -- ] || die "run: put -- before the program"
     shift
     [ $# -gt 0 ] || die "run: no program given"
+    local mpi=${DTRAIN_CLUSTER_MPI:-}
+    if [ -z "$mpi" ]; then
+        mpi=mpich
+        ldd "$(command -v "$1" || echo "$1")" 2> /dev/null | grep -q 'libmpi\.so\.40' && mpi=openmpi
+    fi
     local before after
     before=$(counters)
     local status=0
-    # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
-    in_ns "$(host_ns 1)" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
-        "$MPIEXEC" -f "$STATE/hostfile" -launcher rsh -launcher-exec "$STATE/launcher" -iface eth0 \
-        -n "$np" "$@" || status=$?
+    case "$mpi" in
+        openmpi)
+            # Open MPI: TCP BTL on eth0 only; each rank gets DTRAIN_CLUSTER_ENV through -x.
+            local xs=() w hostlist
+            # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
+            for w in ${DTRAIN_CLUSTER_ENV:-}; do xs+=(-x "$w"); done
+            hostlist=$(paste -sd, "$STATE/hostfile")
+            in_ns "$(host_ns 1)" "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
+                -H "$hostlist" --map-by node --oversubscribe -n "$np" \
+                --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+                --mca oob_tcp_if_include eth0 --mca plm_rsh_agent "$STATE/launcher" \
+                "${xs[@]}" "$@" || status=$?
+            ;;
+        mpich)
+            # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
+            in_ns "$(host_ns 1)" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
+                "$MPIEXEC" -f "$STATE/hostfile" -launcher rsh -launcher-exec "$STATE/launcher" -iface eth0 \
+                -n "$np" "$@" || status=$?
+            ;;
+        *) die "run: DTRAIN_CLUSTER_MPI must be openmpi or mpich, got '$mpi'" ;;
+    esac
     after=$(counters)
     paste <(echo "$before") <(echo "$after") | awk '{printf "cluster.sh: host %s eth0 sent %d bytes, received %d\n", $2, $12 - $5, $14 - $7}'
     return $status
