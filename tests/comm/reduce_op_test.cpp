@@ -67,12 +67,15 @@ template <class T>
 std::vector<T> mpi_reference(std::size_t n, ReduceOp op) {
     std::vector<T> out(n);
     if constexpr (std::is_unsigned_v<T>) {
-        if (op == ReduceOp::Max || op == ReduceOp::Min) {
+        // MPI libraries in use get these wrong (ReduceOp's documentation): the reference is computed here.
+        if (op == ReduceOp::Max || op == ReduceOp::Min || (sizeof(T) < 4 && op == ReduceOp::Sum)) {
             for (std::size_t i = 0; i < n; ++i) {
                 out[i] = input<T>(0, i, op);
                 for (int r = 1; r < dtrain::world_size(); ++r) {
                     const T x = input<T>(r, i, op);
-                    out[i] = op == ReduceOp::Max ? std::max(out[i], x) : std::min(out[i], x);
+                    out[i] = op == ReduceOp::Max   ? std::max(out[i], x)
+                             : op == ReduceOp::Min ? std::min(out[i], x)
+                                                   : T(out[i] + x);
                 }
             }
             return out;

@@ -25,7 +25,9 @@ namespace dtrain {
 ///   unspecified but the same on every rank. Collective uses MPI_MAX / MPI_MIN, whose NaN behaviour MPI
 ///   leaves unspecified; use Ring or Naive where NaN must propagate. On unsigned integers Collective uses
 ///   its own MPI operation instead (detail::mpi_op_for): MPICH 4.0.2 compares them as signed
-///   (pmodels/mpich#6083), and so does Open MPI 4.1.2-4.1.4 for MPI_UNSIGNED_LONG.
+///   (pmodels/mpich#6083), and so does Open MPI 4.1.2-4.1.4 for MPI_UNSIGNED_LONG. Likewise for Sum of 8-
+///   and 16-bit unsigned integers: Open MPI 4.1.4's MPI_SUM gives the modular sum for a single element but
+///   other values for the same elements in a 61-element buffer (tests/comm/reduce_op_test.cpp).
 enum class ReduceOp { Sum, Max, Min, Prod };
 
 /// The operation's name ("sum", "max", "min", "prod"), for messages.
@@ -163,12 +165,14 @@ MPI_Op user_mpi_op() {
 }
 
 /// The MPI operation for reducing elements of T with `op`: mpi_op(op), except Max and Min of unsigned
-/// integers, which use user_mpi_op because MPI libraries in use compare them as signed (see ReduceOp).
+/// integers and Sum of 8- and 16-bit unsigned integers, which use user_mpi_op because MPI libraries in use
+/// get them wrong (see ReduceOp).
 template <class T>
 MPI_Op mpi_op_for(ReduceOp op) {
     if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
         if (op == ReduceOp::Max) return user_mpi_op<T, Larger>();
         if (op == ReduceOp::Min) return user_mpi_op<T, Smaller>();
+        if (sizeof(T) < 4 && op == ReduceOp::Sum) return user_mpi_op<T, Plus>();
     }
     return mpi_op(op);
 }
