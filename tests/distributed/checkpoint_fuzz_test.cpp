@@ -74,14 +74,17 @@ std::string load(const std::vector<char>& bytes, const std::string& path) {
     }
 }
 
+// The 64-bit word at byte `at` of `b` (native byte order, as the formats store it).
+std::uint64_t u64_at(const std::vector<char>& b, std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, b.data() + at, 8);
+    return v;
+}
+
 // Offsets of the checkpoint's 64-bit size fields (the lengths of the strings and of the value arrays),
 // found by walking the format as save_checkpoint() writes it.
 std::vector<std::size_t> size_fields(const std::vector<char>& b) {
-    auto u64 = [&](std::size_t at) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, b.data() + at, 8);
-        return v;
-    };
+    auto u64 = [&](std::size_t at) { return u64_at(b, at); };
     std::vector<std::size_t> fields;
     std::size_t at = 24;                    // magic, version, value size
     for (int text = 0; text < 2; ++text) {  // the model's layers, the optimizer's description
@@ -101,11 +104,7 @@ std::vector<std::size_t> size_fields(const std::vector<char>& b) {
 // the layers' text, the number of extra arrays, each array's name and values, the number of extra texts,
 // each text's name and text, then the parameters, the state and the layers' extra state.
 std::vector<std::size_t> model_size_fields(const std::vector<char>& b) {
-    auto u64 = [&](std::size_t at) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, b.data() + at, 8);
-        return v;
-    };
+    auto u64 = [&](std::size_t at) { return u64_at(b, at); };
     std::vector<std::size_t> fields;
     std::size_t at = 24;  // magic, version, value size
     auto field = [&](std::size_t elem) {
