@@ -196,9 +196,10 @@ void check_stored_model(CheckpointReader& in, const Model<T>& model, const std::
                  "-byte values, this model has ", sizeof(T), "-byte values");
     ReplicaFacts facts;
     describe_model(model, facts);
+    const std::string layers = in.text("the model's layers");  // its own errors name the file already
     ReplicaFacts stored;
     try {
-        stored = unpack_facts(in.text("the model's layers"));
+        stored = unpack_facts(layers);
     } catch (const Error& e) {
         throw Error(concat(who, ": '", path, "': ", e.what()));
     }
