@@ -15,14 +15,14 @@
 
 namespace dtrain {
 
-/// Communicator policy that delegates to the MPI library's collectives: MPI_Bcast, in-place
-/// MPI_Allreduce (MPI_SUM, MPI_MAX, MPI_MIN or MPI_PROD: detail::mpi_op_for) and MPI_Iallreduce for the
-/// nonblocking form. Models the Communicator concept (see comm/communicator.hpp) with its reduce operations.
-/// Works on a duplicate of the given communicator with MPI_ERRORS_RETURN, so MPI failures throw
-/// dtrain::Error naming the call. Copying duplicates the communicator again (collective),
-/// moving steals it. The MPI library's reduction order is its own; MPICH returns bitwise-identical results on
-/// every rank. What MPI_MAX and MPI_MIN do with NaN is the MPI library's (MPI leaves it unspecified; Ring
-/// and Naive propagate NaN, see ReduceOp).
+/// Communicator policy that delegates to the MPI library's collectives: MPI_Bcast, in-place MPI_Allreduce
+/// (MPI_SUM, MPI_MAX, MPI_MIN or MPI_PROD: detail::mpi_op_for) and MPI_Iallreduce for the nonblocking form.
+/// Models the Communicator concept (see comm/communicator.hpp) with its reduce operations. Works on a
+/// duplicate of the given communicator with MPI_ERRORS_RETURN, so MPI failures throw dtrain::Error naming the
+/// call. Copying duplicates the communicator again (collective), moving steals it. The MPI library's
+/// reduction order is its own; MPICH returns bitwise-identical results on every rank. What MPI_MAX and
+/// MPI_MIN do with NaN is the MPI library's (MPI leaves it unspecified; Ring and Naive propagate NaN, see
+/// ReduceOp).
 class Collective {
 public:
     /// Handle of one nonblocking all-reduce started by iallreduce or iallreduce_sum. Move-only. Destroying

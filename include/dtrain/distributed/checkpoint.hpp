@@ -115,16 +115,16 @@ inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_
     return exists != 0;
 }
 
-/// Writes a checkpoint of `model` (parameters, non-trainable state, the layers' extra state such as
-/// Dropout's generators, and its layers), of `opt` (its description, state buffer and step count) and of
-/// `position` to `path`. Collective over `comm`: every rank first checks that all ranks hold bitwise-identical
-/// parameters, model state, optimizer state and extra state (as synchronous data-parallel training
-/// guarantees; a difference is an error on every rank naming the rank, what differs and what to do: when only
-/// the extra state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the
-/// ranks diverged); then rank `root` writes `path` + ".tmp" and renames it over `path`, so an interrupted save
-/// never destroys the previous checkpoint. A failure on `root` is thrown as dtrain::Error naming the path on EVERY rank. The learning
-/// rate and its schedule are configuration: build the optimizer the same way when resuming. Values are
-/// stored in the machine's byte order. With Async, save the model after run() instead.
+/// Writes a checkpoint of `model` (parameters, non-trainable state, the layers' extra state such as Dropout's
+/// generators, and its layers), of `opt` (its description, state buffer and step count) and of `position` to
+/// `path`. Collective over `comm`: every rank first checks that all ranks hold bitwise-identical parameters,
+/// model state, optimizer state and extra state (as synchronous data-parallel training guarantees; a
+/// difference is an error on every rank naming the rank, what differs and what to do: when only the extra
+/// state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the ranks
+/// diverged); then rank `root` writes `path` + ".tmp" and renames it over `path`, so an interrupted save
+/// never destroys the previous checkpoint. A failure on `root` is thrown as dtrain::Error naming the path on
+/// EVERY rank. The learning rate and its schedule are configuration: build the optimizer the same way when
+/// resuming. Values are stored in the machine's byte order. With Async, save the model after run() instead.
 template <class T, class Opt>
 void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
                      const TrainingPosition& position, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {

@@ -29,17 +29,17 @@ namespace dtrain::detail {
 /// leases its scratch with lease(), posts the operation's first messages on `tag` and returns the request
 /// (inactive when there is nothing to send); the result must be bitwise identical on every rank for every
 /// op. CRTP rather than a virtual base or a member object: allreduce and iallreduce are templates over the
-/// element type, so they cannot call a virtual start(), and a member
-/// would make every policy forward the ten public members again; the call is resolved at compile time (no
-/// indirection on the hot path) and Ring and Naive stay distinct types with distinct Requests. The base is
-/// not usable on its own: its constructors, assignments and destructor are protected.
+/// element type, so they cannot call a virtual start(), and a member would make every policy forward the
+/// ten public members again; the call is resolved at compile time (no indirection on the hot path) and Ring
+/// and Naive stay distinct types with distinct Requests. The base is not usable on its own: its
+/// constructors, assignments and destructor are protected.
 ///
 /// Tags: blocking operations (allreduce, allreduce_sum, the policies' broadcast) use blocking_tag; each
-/// nonblocking
-/// request takes the next tag of 1..tag_range in turn, so up to tag_range requests in flight together never
-/// share a tag with each other or with a blocking call. Copying duplicates the communicator (collective over
-/// its ranks) and starts a fresh scratch pool and tag sequence; moving steals the communicator, the pool
-/// (leases of pending requests keep it alive) and the sequence. Not thread-safe (see the policies).
+/// nonblocking request takes the next tag of 1..tag_range in turn, so up to tag_range requests in flight
+/// together never share a tag with each other or with a blocking call. Copying duplicates the communicator
+/// (collective over its ranks) and starts a fresh scratch pool and tag sequence; moving steals the
+/// communicator, the pool (leases of pending requests keep it alive) and the sequence. Not thread-safe (see
+/// the policies).
 template <class Derived, class Op>
 class PointToPoint {
 public:
