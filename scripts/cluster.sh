@@ -293,7 +293,8 @@ case "$cmd" in
         trap 'down' EXIT
         trap 'exit 130' INT TERM
         up "$n" "${up_args[@]}"
-        trap 'down' EXIT
+        trap 'down' EXIT  # up clears its own traps when it succeeds
+        trap 'exit 130' INT TERM
         run -- "$@"
         ;;
     -h | --help) usage 0 ;;
