@@ -22,7 +22,8 @@ namespace dtrain {
 /// call. Copying duplicates the communicator again (collective), moving steals it. The MPI library's
 /// reduction order is its own; MPICH returns bitwise-identical results on every rank. What MPI_MAX and
 /// MPI_MIN do with NaN is the MPI library's (MPI leaves it unspecified; Ring and Naive propagate NaN, see
-/// ReduceOp).
+/// ReduceOp). Sums of Half and BFloat16 (half_float_sums) run through dtrain's own commutative MPI
+/// operations on MPI_UINT16_T, which add in float and round each partial sum once.
 class Collective {
 public:
     /// Handle of one nonblocking all-reduce started by iallreduce or iallreduce_sum. Move-only. Destroying
@@ -66,6 +67,8 @@ public:
 
     /// The policy's name in messages.
     static constexpr const char* policy_name = "Collective";
+    /// Sums Span<Half> and Span<BFloat16> with fp32 accumulation (see comm/communicator.hpp).
+    static constexpr bool half_float_sums = true;
 
     /// This rank.
     int rank() const noexcept { return comm_.rank(); }
@@ -158,5 +161,6 @@ private:
 static_assert(has_reduce_ops_v<Collective>,
               "Collective must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Collective>, "Collective must model the Communicator concept");
+static_assert(has_half_sums_v<Collective>, "Collective must sum Half and BFloat16 in float");
 
 }  // namespace dtrain

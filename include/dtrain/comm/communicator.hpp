@@ -34,6 +34,16 @@ namespace dtrain {
 /// | `template <class T> void allreduce(Span<T> data, ReduceOp op)` | in-place element-wise Sum, Max, Min or Prod over ranks (ReduceOp gives the NaN and overflow rules) |
 /// | `template <class T> Request iallreduce(Span<T> data, ReduceOp op)` | starts it; completes through test() and wait() like iallreduce_sum |
 ///
+/// Optional, checked by has_half_sums_v (Collective, Ring and Naive provide it; DistOptimizer needs it only
+/// for SyncOptions::compression Fp16 and Bf16):
+///
+/// | member | meaning |
+/// |---|---|
+/// | `static constexpr bool half_float_sums = true;` | allreduce_sum and iallreduce_sum (and allreduce/iallreduce when present) take Span<Half> and Span<BFloat16> (comm/half.hpp) and add in float, rounding every partial sum to 16 bits once (fp32 accumulation), bitwise identical on every rank |
+///
+/// The declaration is needed because a generic implementation would compile for Half and be wrong: MPI's
+/// MPI_SUM on the MPI_UINT16_T that Half travels as adds the bits as integers.
+///
 /// The result of every all-reduce must be bitwise identical on every rank. is_communicator_v and
 /// has_reduce_ops_v check the concept for float buffers.
 template <class Comm, class = void>
@@ -76,5 +86,18 @@ struct has_reduce_ops<
 /// True when Comm provides allreduce(data, op) and iallreduce(data, op) (see is_communicator).
 template <class Comm>
 inline constexpr bool has_reduce_ops_v = has_reduce_ops<Comm>::value;
+
+/// Whether a communicator declares `half_float_sums` (sums of Half and BFloat16 with fp32 accumulation).
+template <class Comm, class = void>
+struct has_half_sums : std::false_type {};
+
+/// Specialisation that reads the declaration.
+template <class Comm>
+struct has_half_sums<Comm, std::void_t<decltype(Comm::half_float_sums)>>
+    : std::bool_constant<Comm::half_float_sums> {};
+
+/// True when Comm sums Span<Half> and Span<BFloat16> in float (see is_communicator).
+template <class Comm>
+inline constexpr bool has_half_sums_v = has_half_sums<Comm>::value;
 
 }  // namespace dtrain

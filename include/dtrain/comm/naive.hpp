@@ -188,5 +188,6 @@ private:
 
 static_assert(has_reduce_ops_v<Naive>, "Naive must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Naive>, "Naive must model the Communicator concept");
+static_assert(has_half_sums_v<Naive>, "Naive must sum Half and BFloat16 in float");
 
 }  // namespace dtrain

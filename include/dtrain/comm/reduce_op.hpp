@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/comm/half.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 
@@ -28,6 +29,9 @@ namespace dtrain {
 ///   (pmodels/mpich#6083), and so does Open MPI 4.1.2-4.1.4 for MPI_UNSIGNED_LONG. Likewise for Sum of 8-
 ///   and 16-bit unsigned integers: Open MPI 4.1.4's MPI_SUM gives the modular sum for a single element but
 ///   other values for the same elements in a 61-element buffer (tests/comm/reduce_op_test.cpp).
+/// - On the 16-bit wire floats Half and BFloat16 (comm/half.hpp) every op computes in float and rounds
+///   each partial result back to 16 bits once (fp32 accumulation); Collective uses its own MPI operations
+///   for them (their MPI datatype is MPI_UINT16_T).
 enum class ReduceOp { Sum, Max, Min, Prod };
 
 /// The operation's name ("sum", "max", "min", "prod"), for messages.
@@ -128,10 +132,12 @@ void combine_into_erased(void* dst, const void* src, std::size_t n) noexcept {
 }
 
 /// The type-erased reduction of `op` on elements of type T (for Sum the same dst[i] + src[i] loop the
-/// all-reduces always used); throws dtrain::Error for a value outside the enumeration.
+/// all-reduces always used; for Half and BFloat16 their float arithmetic); throws dtrain::Error for a value
+/// outside the enumeration.
 template <class T>
 ReduceFn reduce_fn(ReduceOp op) {
-    static_assert(std::is_arithmetic_v<T>, "dtrain::ReduceOp: elements must be arithmetic");
+    static_assert(std::is_arithmetic_v<T> || is_wire_float_v<T>,
+                  "dtrain::ReduceOp: elements must be arithmetic, Half or BFloat16");
     switch (op) {
         case ReduceOp::Sum:
             return &combine_into_erased<T, Plus>;
@@ -166,9 +172,22 @@ MPI_Op user_mpi_op() {
 
 /// The MPI operation for reducing elements of T with `op`: mpi_op(op), except Max and Min of unsigned
 /// integers and Sum of 8- and 16-bit unsigned integers, which use user_mpi_op because MPI libraries in use
-/// get them wrong (see ReduceOp).
+/// get them wrong (see ReduceOp), and every op on Half and BFloat16, which MPI does not know.
 template <class T>
 MPI_Op mpi_op_for(ReduceOp op) {
+    if constexpr (is_wire_float_v<T>) {
+        switch (op) {
+            case ReduceOp::Sum:
+                return user_mpi_op<T, Plus>();
+            case ReduceOp::Max:
+                return user_mpi_op<T, Larger>();
+            case ReduceOp::Min:
+                return user_mpi_op<T, Smaller>();
+            case ReduceOp::Prod:
+                return user_mpi_op<T, Times>();
+        }
+        throw_invalid_reduce_op(op);
+    }
     if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
         if (op == ReduceOp::Max) return user_mpi_op<T, Larger>();
         if (op == ReduceOp::Min) return user_mpi_op<T, Smaller>();

@@ -160,5 +160,6 @@ private:
 
 static_assert(has_reduce_ops_v<Ring>, "Ring must provide allreduce(data, op) and iallreduce(data, op)");
 static_assert(is_communicator_v<Ring>, "Ring must model the Communicator concept");
+static_assert(has_half_sums_v<Ring>, "Ring must sum Half and BFloat16 in float");
 
 }  // namespace dtrain

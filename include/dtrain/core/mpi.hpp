@@ -12,13 +12,31 @@
 
 namespace dtrain {
 
+namespace detail {
+
+/// Whether T names the type it travels as with `using mpi_storage = U;` (see mpi_type()).
+template <class T, class = void>
+struct has_mpi_storage : std::false_type {};
+
+/// Specialisation for types with a nested mpi_storage.
+template <class T>
+struct has_mpi_storage<T, std::void_t<typename T::mpi_storage>> : std::true_type {};
+
+}  // namespace detail
+
 /// The MPI datatype of T: float, double, char, the fixed-width integers of 8 to 64 bits (int8_t ...
-/// uint64_t), long, unsigned long, long long and unsigned long long (whichever of them are distinct types);
-/// a static_assert rejects types without one.
+/// uint64_t), long, unsigned long, long long and unsigned long long (whichever of them are distinct types),
+/// and a trivially copyable wrapper that names the type it travels as with `using mpi_storage = U;` (of
+/// U's size; e.g. the 16-bit floats of comm/half.hpp, which travel as their bits); a static_assert rejects
+/// types without one. Which operation reduces a wrapper is the caller's to choose (not MPI_SUM on U).
 template <class T>
 MPI_Datatype mpi_type() {
     using U = std::remove_cv_t<T>;
-    if constexpr (std::is_same_v<U, float>)
+    if constexpr (detail::has_mpi_storage<U>::value) {
+        static_assert(sizeof(U) == sizeof(typename U::mpi_storage) && std::is_trivially_copyable_v<U>,
+                      "dtrain::mpi_type: a type with mpi_storage must be trivially copyable and of its size");
+        return mpi_type<typename U::mpi_storage>();
+    } else if constexpr (std::is_same_v<U, float>)
         return MPI_FLOAT;
     else if constexpr (std::is_same_v<U, double>)
         return MPI_DOUBLE;

@@ -45,6 +45,8 @@ class PointToPoint {
 public:
     /// Handle of one nonblocking all-reduce: the operation plus the lease of its scratch. Move-only.
     using Request = PooledRequest<Op>;
+    /// Sums Span<Half> and Span<BFloat16> with fp32 accumulation (reduce_fn of their float arithmetic).
+    static constexpr bool half_float_sums = true;
 
     /// This rank.
     int rank() const noexcept { return comm_.rank(); }
