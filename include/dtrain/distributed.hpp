@@ -9,6 +9,7 @@
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
 #include <dtrain/distributed/checkpoint.hpp>
+#include <dtrain/distributed/compression.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/distributed/evaluate.hpp>
 #include <dtrain/distributed/lr_scaling.hpp>

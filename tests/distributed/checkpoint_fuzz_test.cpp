@@ -96,6 +96,11 @@ std::vector<std::size_t> size_fields(const std::vector<char>& b) {
         fields.push_back(at);
         at += 8 + elem * u64(at);
     }
+    fields.push_back(at);  // the gradient compression setting
+    at += 8 + u64(at);
+    at += 8;               // the number of ranks with residuals
+    fields.push_back(at);  // the residuals
+    at += 8 + 4 * u64(at);
     REQUIRE(at + 8 == b.size());
     return fields;
 }
@@ -194,7 +199,7 @@ TEST_CASE("load_checkpoint: every hostile variant of a checkpoint is a dtrain::E
                          t.add(load(bytes, work), what, work, false);
                      });
     CHECK(t.wrong == 0);
-    CHECK(t.cases == 2 * good.size() + 28);  // truncations, flips, 7 size fields x 4 values
+    CHECK(t.cases == 2 * good.size() + 36);  // truncations, flips, 9 size fields x 4 values
     CHECK(limit.violation() == "");
 
     std::filesystem::create_directory(work + ".dir");

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
@@ -115,9 +116,28 @@ inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_
     return exists != 0;
 }
 
+namespace detail {
+
+/// save_checkpoint() with the gradient compression `setting` (describe_compression(); "none" without a
+/// DistOptimizer) and this rank's top-k `residual` (empty unless the setting has one; the same length on
+/// every rank): root gathers every rank's residual and stores them, in rank order, after the rest.
+template <class T, class Opt>
+void write_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
+                      const TrainingPosition& position, MPI_Comm comm, int root, const std::string& setting,
+                      Span<const T> residual);
+
+/// load_checkpoint() that also checks the file's gradient compression against `setting` and restores this
+/// rank's top-k residual into `residual`; without a DistOptimizer (`setting` empty) a file of a setting
+/// with residuals (top-k) is refused and other settings are accepted (they keep no state).
+template <class T, class Opt>
+TrainingPosition read_checkpoint(const std::string& path, Model<T>& model, Opt& opt, MPI_Comm comm, int root,
+                                 const std::string& setting, Span<T> residual);
+
+}  // namespace detail
+
 /// Writes a checkpoint of `model` (parameters, non-trainable state, the layers' extra state such as Dropout's
 /// generators, and its layers), of `opt` (its description, state buffer and step count) and of `position` to
-/// `path`. Collective over `comm`: every rank first checks that all ranks hold bitwise-identical parameters,
+/// `path` (with gradient compression "none"; the DistOptimizer overload stores its compression and residuals). Collective over `comm`: every rank first checks that all ranks hold bitwise-identical parameters,
 /// model state, optimizer state and extra state (as synchronous data-parallel training guarantees; a
 /// difference is an error on every rank naming the rank, what differs and what to do: when only the extra
 /// state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the ranks
@@ -128,6 +148,13 @@ inline bool checkpoint_exists(const std::string& path, MPI_Comm comm = MPI_COMM_
 template <class T, class Opt>
 void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
                      const TrainingPosition& position, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
+    detail::write_checkpoint(path, model, opt, position, comm, root, "none", Span<const T>());
+}
+
+template <class T, class Opt>
+void detail::write_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
+                              const TrainingPosition& position, MPI_Comm comm, int root,
+                              const std::string& setting, Span<const T> residual) {
     static_assert(is_optimizer_v<Opt>, "dtrain::save_checkpoint: Opt must model the Optimizer concept");
     static_assert(std::is_same_v<typename Opt::value_type, T>,
                   "dtrain::save_checkpoint: the optimizer's value_type must be the model's");
@@ -161,6 +188,13 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
     for (int r = 0; r < size; ++r)
         if (all[std::size_t(r * parts + 3)] != all[std::size_t(root * parts + 3)])
             detail::throw_extra_state_difference(model, root, r, not_written, comm);  // same r on every rank
+    // Residuals differ by rank by design (each keeps what it did not send): root stores all of them.
+    std::vector<T> residuals(rank == root ? residual.size() * std::size_t(size) : 0);
+    if (!residual.empty()) {
+        const int count = detail::mpi_count(residual, "save_checkpoint");
+        DTRAIN_MPI_CHECK(MPI_Gather(residual.data(), count, mpi_type<T>(), residuals.data(), count,
+                                    mpi_type<T>(), root, comm));
+    }
 
     std::string error;
     if (rank == root) {
@@ -181,6 +215,9 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
         out.values(state.data(), state.size());
         out.values(ostate.data(), ostate.size());
         out.values(extra.data(), extra.size());
+        out.text(setting);
+        out.u64(residual.empty() ? 0 : std::uint64_t(size));
+        out.values(residuals.data(), residuals.size());
         error = out.write_atomically(path, "save_checkpoint");
     }
     detail::throw_if_failed_anywhere(error, root, comm);
@@ -194,9 +231,19 @@ void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& 
 /// when the file cannot be read (missing, a directory), is not a dtrain checkpoint, has another format
 /// version, is truncated or corrupted (checksum, impossible sizes), or was written for another model (the
 /// first layer that differs is named) or another kind of optimizer; model and optimizer are then unchanged.
+/// Gradient compression: a checkpoint of a DistOptimizer with Compression::TopK holds every rank's
+/// error-feedback residuals, which a model and optimizer cannot take, so it is refused here (naming its
+/// setting; load it with the DistOptimizer overload); checkpoints of the other settings (no state) are
+/// accepted, which is how a run changes its compression.
 template <class T, class Opt>
 TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& opt,
                                  MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
+    return detail::read_checkpoint(path, model, opt, comm, root, std::string(), Span<T>());
+}
+
+template <class T, class Opt>
+TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& model, Opt& opt, MPI_Comm comm,
+                                         int root, const std::string& setting, Span<T> residual) {
     static_assert(is_optimizer_v<Opt>, "dtrain::load_checkpoint: Opt must model the Optimizer concept");
     static_assert(std::is_same_v<typename Opt::value_type, T>,
                   "dtrain::load_checkpoint: the optimizer's value_type must be the model's");
@@ -206,7 +253,7 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     // Every rank validates the same bytes, so every rank throws the same error.
     detail::CheckpointReader body =
         detail::open_fields(bytes, detail::checkpoint_magic, detail::checkpoint_version, "dtrain checkpoint",
-                            path, "load_checkpoint");
+                            path, "load_checkpoint", detail::checkpoint_oldest_version);
     detail::check_stored_model(body, model, path, "load_checkpoint", "was written for another model");
     const std::string described = body.text("the optimizer's description"),
                       mine = detail::optimizer_description(opt);
@@ -228,6 +275,14 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     const std::vector<T> params = body.values<T>("the parameters"), state = body.values<T>("the model state"),
                          ostate = body.values<T>("the optimizer state");
     const std::vector<std::uint64_t> extra = body.values<std::uint64_t>("the layers' extra state");
+    std::string stored = "none";  // version 2 files precede compression
+    std::uint64_t ranks = 0;
+    std::vector<T> residuals;
+    if (body.version() >= 3) {
+        stored = body.text("the gradient compression");
+        ranks = body.u64("the number of ranks with residuals");
+        residuals = body.values<T>("the top-k residuals");
+    }
     DTRAIN_CHECK(body.left() == 0, "load_checkpoint: '", path, "' has ", body.left(),
                  " unexpected trailing bytes");
     const std::size_t np = model.num_parameters();
@@ -238,6 +293,21 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     const std::size_t my_extra = model.extra_state().size();
     DTRAIN_CHECK(extra.size() == my_extra, "load_checkpoint: '", path, "' holds ", extra.size(),
                  " words of the layers' extra state, this model's layers have ", my_extra);
+    DTRAIN_CHECK(!setting.empty() || ranks == 0, "load_checkpoint: '", path,
+                 "' was written with gradient compression ", stored,
+                 " and holds every rank's error-feedback residuals, which a model and optimizer without "
+                 "DistOptimizer (compression none) cannot take: construct DistOptimizer with that "
+                 "SyncOptions::compression and load it with load_checkpoint(path, dist_opt)");
+    DTRAIN_CHECK(setting.empty() || stored == setting, "load_checkpoint: '", path,
+                 "' was written with gradient compression ", stored, ", this DistOptimizer uses ", setting,
+                 " (SyncOptions::compression, topk_ratio); resume with the setting of the checkpoint");
+    const int size = comm_size(comm);
+    DTRAIN_CHECK(ranks == (residual.empty() ? 0 : std::uint64_t(size)), "load_checkpoint: '", path,
+                 "' holds the top-k residuals of ", ranks, " rank(s), this run has ", size,
+                 " (each rank resumes its own): resume with the same number of ranks");
+    DTRAIN_CHECK(residuals.size() == ranks * residual.size(), "load_checkpoint: '", path,
+                 "' is corrupted: it holds ", residuals.size(), " residual values for ", ranks,
+                 " rank(s) of ", residual.size(), " values");
 
     model.set_extra_state(Span<const std::uint64_t>(extra.data(), extra.size()));
     std::copy(params.begin(), params.end(), model.parameters().data());
@@ -245,27 +315,37 @@ TrainingPosition load_checkpoint(const std::string& path, Model<T>& model, Opt& 
     if (opt.state().size() != ostate.size()) opt.reset(np);
     std::copy(ostate.begin(), ostate.end(), opt.state().data());
     opt.set_steps(steps);
+    const auto own = residuals.begin() + std::ptrdiff_t(std::size_t(comm_rank(comm)) * residual.size());
+    std::copy(own, own + std::ptrdiff_t(residual.size()), residual.data());
     return pos;
 }
 
 /// save_checkpoint() of a DistOptimizer's model and local optimizer over its workers' communicator (rank
-/// options().root writes). For the synchronous policies; call it between steps.
+/// options().root writes), with its gradient compression setting and, for Compression::TopK, every rank's
+/// error-feedback residuals (which differ by rank), so that a resumed run continues bitwise. For the
+/// synchronous policies; call it between steps.
 template <class Comm, class Opt>
 void save_checkpoint(const std::string& path, DistOptimizer<Comm, Opt>& dist,
                      const TrainingPosition& position) {
     static_assert(is_communicator_v<Comm>,
                   "dtrain::save_checkpoint(path, DistOptimizer): synchronous "
                   "policies only; with Async, checkpoint the model after run()");
-    save_checkpoint(path, dist.model(), dist.optimizer(), position, dist.worker_comm(), dist.options().root);
+    const auto& codec = dist.compressor();
+    detail::write_checkpoint(path, dist.model(), dist.optimizer(), position, dist.worker_comm(),
+                             dist.options().root, codec.describe(), codec.residual());
 }
 
 /// load_checkpoint() into a DistOptimizer's model and local optimizer (every rank restores the same bytes,
-/// read by rank options().root). Call it between steps, e.g. right after construction.
+/// read by rank options().root) and its top-k residuals (every rank its own). Call it between steps, e.g.
+/// right after construction. A checkpoint written with another gradient compression setting (or another
+/// topk_ratio) is an error naming both; one with top-k residuals needs the number of ranks that wrote it.
 template <class Comm, class Opt>
 TrainingPosition load_checkpoint(const std::string& path, DistOptimizer<Comm, Opt>& dist) {
     static_assert(is_communicator_v<Comm>,
                   "dtrain::load_checkpoint(path, DistOptimizer): synchronous policies only");
-    return load_checkpoint(path, dist.model(), dist.optimizer(), dist.worker_comm(), dist.options().root);
+    auto& codec = dist.compressor();
+    return detail::read_checkpoint(path, dist.model(), dist.optimizer(), dist.worker_comm(),
+                                   dist.options().root, codec.describe(), codec.residual());
 }
 
 }  // namespace dtrain

@@ -19,7 +19,9 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
+#include <dtrain/distributed/compression.hpp>
 #include <dtrain/distributed/detail/backward_passes.hpp>
+#include <dtrain/distributed/detail/compressed_comm.hpp>
 #include <dtrain/distributed/detail/construction_checks.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
 #include <dtrain/distributed/detail/nonfinite.hpp>
@@ -48,6 +50,9 @@ namespace dtrain {
 /// advances it while the main thread computes (see progress_thread_enabled()); with an optimizer that has
 /// the range form (has_step_range_v), step() then updates bucket by bucket while the next reduction is in
 /// flight, bitwise one Opt::step(). Without overlap, step() reduces the buckets one after the other.
+///
+/// With options.compression every bucket travels compressed (GradientCompressor: fp16 or bf16, fp32
+/// accumulation; top-k with error feedback), at every rank count, and its decoded sum is averaged and checked.
 ///
 /// Gradient accumulation (options.accumulation_steps = k, DDP's no_sync): k backward passes, then one
 /// step(), which divides by size() * k; it throws dtrain::Error after another number of passes. Model state
@@ -93,14 +98,18 @@ public:
         detail::share_initial_state(model_, opt_, std::vector<Range>(std::size_t(comm_.size()), whole),
                                     options_.root, comm_.mpi_comm());
 
-        schedule_ = BucketSchedule<Comm, value_type>(
-            make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type)));
+        std::vector<Bucket> buckets =
+            make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type));
+        codec_ = GradientCompressor<value_type>(options_.compression, options_.topk_ratio, buckets,
+                                                model_.num_parameters(), comm_.rank(), comm_.size());
+        codec_.template check_communicator<Comm>();
+        schedule_ = Schedule(std::move(buckets));
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         const bool overlapping = options_.overlap && comm_.size() > 1;
         const bool progress = overlapping && schedule_.size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
-        if (overlapping) schedule_.prewarm(comm_, model_.num_parameters());
+        if (overlapping) codec_.prewarm(comm_, model_.num_parameters());
         passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
         // Nothing below throws before the hooks are in place, except starting the thread (undone then).
         model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
@@ -116,7 +125,7 @@ public:
         if (progress) {
             try {
                 progress_.start(
-                    mutex_, [this] { return schedule_.outstanding(); }, [this] { schedule_.poll(comm_); });
+                    mutex_, [this] { return schedule_.outstanding(); }, [this] { poll(); });
             } catch (...) {
                 remove_hooks();
                 throw;
@@ -163,7 +172,8 @@ public:
         passes_.check_step("DistOptimizer::step");
         OperationScope op("DistOptimizer::step", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         Span<value_type> grads = model_.gradients(), params = model_.parameters();
-        const bool multi = comm_.size() > 1;
+        const bool multi = comm_.size() > 1, reduce = multi || options_.compression != Compression::None;
+        auto w = wire();
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
         // Pipelined updates cannot be taken back, so skipping non-finite steps checks every bucket first.
@@ -175,13 +185,14 @@ public:
             const Bucket& k = schedule_.buckets()[b];
             Span<value_type> g = grads.subspan(k.offset, k.size);
             if (pipelined) {  // keep the next bucket's reduction in flight while this one is updated
-                if (schedule_.launch_until(comm_, grads, b + 2)) progress_.notify();
+                if (schedule_.launch_until(w, grads, b + 2)) progress_.notify();
             }
             if (multi && b < schedule_.launched()) {
-                schedule_.complete(comm_, b);
-            } else if (multi) {
+                schedule_.complete(w, b);
+                codec_.finish(grads, g);
+            } else if (reduce) {
                 TimelineScope scope("allreduce", "comm", "bucket", std::int64_t(b));
-                comm_.allreduce_sum(g);
+                codec_.reduce(comm_, grads, g);
             }
             if (!pipelined) {
                 if (!detail::scale_and_check(g.data(), g.size(), scale_, check) && bad == schedule_.size())
@@ -207,10 +218,13 @@ public:
         }
         if (!pipelined && bad < schedule_.size()) {
             if (options_.nonfinite == NonFinite::Stop) nonfinite(schedule_.buckets()[bad]);
-            ++skipped_;
-        } else if (!pipelined) {
-            TimelineScope scope("optimizer step", "optim");
-            opt_.step(params, Span<const value_type>(grads.data(), grads.size()));
+            ++skipped_;  // the compression's residuals stay those of the last applied step
+        } else {
+            if (!pipelined) {
+                TimelineScope scope("optimizer step", "optim");
+                opt_.step(params, Span<const value_type>(grads.data(), grads.size()));
+            }
+            codec_.commit();
         }
         if (multi) detail::sync_model_state(comm_, model_.state(), options_.state_sync, options_.root);
     }
@@ -250,6 +264,8 @@ public:
     const SyncOptions& options() const noexcept { return options_; }
     /// The gradient buckets, in reduction order (bucket 0 holds the last layers).
     const std::vector<Bucket>& buckets() const noexcept { return schedule_.buckets(); }
+    /// The gradient compression (options().compression) with its top-k residuals (saved by checkpoints).
+    GradientCompressor<value_type>& compressor() noexcept { return codec_; }
     /// True if this DistOptimizer runs a progress thread (see the class comment).
     bool progress_thread() const noexcept { return progress_.running(); }
     /// This rank's reports since the last reset_report().
@@ -269,6 +285,19 @@ public:
     double global_mean(double x) { return global_sum(x) / double(comm_.size()); }
 
 private:
+    using Schedule = BucketSchedule<detail::CompressedComm<Comm, value_type>, value_type>;
+
+    // The communicator as the schedule sees it: starting a bucket's reduction encodes it first.
+    detail::CompressedComm<Comm, value_type> wire() noexcept {
+        return detail::CompressedComm<Comm, value_type>(comm_, codec_, model_.gradients());
+    }
+
+    // Advances the started reductions (the progress thread's work; under mutex_).
+    void poll() {
+        auto w = wire();
+        schedule_.poll(w);
+    }
+
     void remove_hooks() noexcept {
         model_.set_grad_ready_hook(nullptr);
         model_.set_partial_grad_hook(nullptr, 0);
@@ -291,8 +320,9 @@ private:
     void launch_ready(std::size_t from) {
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
-        schedule_.poll(comm_);
-        if (schedule_.launch_ready(comm_, model_.gradients(), from)) {
+        poll();
+        auto w = wire();
+        if (schedule_.launch_ready(w, model_.gradients(), from)) {
             lock.unlock();
             progress_.notify();
         }
@@ -303,6 +333,7 @@ private:
         throw Error(detail::concat(
             "DistOptimizer::step: the ", comm_.size() > 1 ? "averaged " : "", "gradient of step ",
             opt_.steps(), " is not finite: ", detail::locate_nonfinite_gradient(model_, k.offset, k.size),
+            codec_.nonfinite_hint(),
             ". Every rank stops here (options.nonfinite = NonFinite::Skip skips such "
             "steps instead)"));
     }
@@ -310,7 +341,8 @@ private:
     // Completes the reductions started during backward() that step() will not consume.
     void drain() {
         std::lock_guard<std::mutex> lock(mutex_);
-        schedule_.drain(comm_);
+        auto w = wire();
+        schedule_.drain(w);
     }
 
     Model<value_type>& model_;
@@ -318,7 +350,8 @@ private:
     SyncOptions options_;
     Comm comm_;
     detail::BackwardPasses passes_;
-    BucketSchedule<Comm, value_type> schedule_;
+    GradientCompressor<value_type> codec_;
+    Schedule schedule_;
     std::mutex mutex_;         // serialises comm_ and schedule_ between this thread and progress_
     ProgressThread progress_;  // declared after what it polls, so it stops first
     Reported reported_;

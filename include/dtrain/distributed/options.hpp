@@ -36,6 +36,15 @@ enum class NonFinite {
     Ignore,  ///< no check: a NaN reaches the parameters silently (saves one pass over the gradients at 1 rank).
 };
 
+/// How the synchronous DistOptimizer compresses each gradient bucket on the wire (see
+/// distributed/compression.hpp).
+enum class Compression {
+    None,  ///< float gradients, all-reduced as they are.
+    Fp16,  ///< converted to IEEE binary16 (Half), summed with fp32 accumulation, converted back and averaged.
+    Bf16,  ///< converted to bfloat16 (BFloat16), summed with fp32 accumulation, converted back and averaged.
+    TopK,  ///< the topk_ratio largest magnitudes per bucket as (index, value) pairs, with error feedback.
+};
+
 /// Staleness value meaning "no bound" (fully asynchronous).
 inline constexpr std::uint64_t unbounded_staleness = std::numeric_limits<std::uint64_t>::max();
 
@@ -65,6 +74,8 @@ struct DistOptions {
 /// | bucket_bytes | 1 MiB | gradients are reduced in buckets of about this many bytes, last layer first; a layer larger than this is split into pieces (see make_buckets()); 0 = one bucket per whole layer. 1 MiB lets the large Dense layers of the CPU-sized models here start their reduction while the convolutions are still in backward (PyTorch DDP uses 25 MiB for GPU-sized models) |
 /// | overlap | true | start a bucket's reduction during backward as soon as its gradients are final (Dense layers larger than a quarter bucket report their gradient in parts); step() then applies the optimizer bucket by bucket while the next reduction is in flight (optimizers with the range form) |
 /// | state_sync | Broadcast | how BatchNorm running statistics are kept consistent |
+/// | compression | None | gradient compression on the wire: Fp16 or Bf16 (16-bit values, fp32 accumulation: half the bytes), or TopK (each rank sends the topk_ratio largest magnitudes of gradient + residual per bucket, keeps the rest as its residual for the next step: error feedback; the residuals are saved in checkpoints). Applied at every rank count, also 1; see distributed/compression.hpp |
+/// | topk_ratio | 0.01 | with TopK: the share of each bucket's values sent, in (0, 1] (k = round(ratio * n), at least 1) |
 struct SyncOptions : DistOptions {
     /// Target bucket size in bytes (0: one bucket per layer).
     std::size_t bucket_bytes = std::size_t(1) << 20;
@@ -72,6 +83,10 @@ struct SyncOptions : DistOptions {
     bool overlap = true;
     /// How the model's non-trainable state is kept consistent.
     StateSync state_sync = StateSync::Broadcast;
+    /// Gradient compression on the wire.
+    Compression compression = Compression::None;
+    /// Share of each bucket's values that Compression::TopK sends, in (0, 1].
+    double topk_ratio = 0.01;
 };
 
 /// Options of the asynchronous parameter-server policy (Async), on top of DistOptions.

@@ -31,9 +31,12 @@ namespace dtrain::detail {
 
 /// File signature of dtrain checkpoints.
 inline constexpr char checkpoint_magic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', 'K'};
-/// The format version this dtrain writes and reads (2: the model's layers and the optimizer's description
-/// are stored and compared).
-inline constexpr std::uint64_t checkpoint_version = 2;
+/// The format version this dtrain writes (2: the model's layers and the optimizer's description are stored
+/// and compared; 3: followed by the gradient compression setting and every rank's top-k residuals).
+inline constexpr std::uint64_t checkpoint_version = 3;
+/// The oldest checkpoint format version this dtrain reads (a version-2 file holds no compression section:
+/// it was written without compression).
+inline constexpr std::uint64_t checkpoint_oldest_version = 2;
 
 /// Appends checkpoint fields to a byte buffer.
 class CheckpointWriter {
@@ -118,6 +121,10 @@ public:
     }
     /// Bytes not read yet.
     std::size_t left() const noexcept { return size_ - pos_; }
+    /// The file's format version (set by open_fields()).
+    std::uint64_t version() const noexcept { return version_; }
+    /// Records the file's format version.
+    void set_version(std::uint64_t v) noexcept { version_ = v; }
 
 private:
     // A count of `elem_bytes`-byte elements that must fit in what is left of the file.
@@ -133,6 +140,7 @@ private:
     std::string path_;
     const char* who_;
     std::size_t pos_ = 0;
+    std::uint64_t version_ = 0;
 };
 
 /// Every rank of `comm` gets the bytes of the file `path` as rank `root` reads it (only root needs to see
@@ -161,20 +169,25 @@ inline std::vector<unsigned char> read_on_root(const std::string& path, const ch
     return bytes;
 }
 
-/// Checks that `bytes` (of the file `path`) start with `magic` and `version` and end with a valid checksum;
-/// returns a reader of the fields between them. Throws dtrain::Error naming `who`, the file and the problem
-/// ("is not a <kind>", another format version, truncated, checksum mismatch).
+/// Checks that `bytes` (of the file `path`) start with `magic` and `version` (or, given `oldest`, a version
+/// from oldest to version) and end with a valid checksum; returns a reader of the fields between them, which
+/// knows the version. Throws dtrain::Error naming `who`, the file and the problem ("is not a <kind>",
+/// another format version, truncated, checksum mismatch).
 inline CheckpointReader open_fields(const std::vector<unsigned char>& bytes, const char (&magic)[8],
                                     std::uint64_t version, const char* kind, const std::string& path,
-                                    const char* who) {
+                                    const char* who, std::uint64_t oldest = 0) {
     const char* data = reinterpret_cast<const char*>(bytes.data());
     CheckpointReader in(data, bytes.size(), path, who);
     char seen[8];
     in.bytes(seen, sizeof seen, "the file signature");
     DTRAIN_CHECK(std::memcmp(seen, magic, sizeof seen) == 0, who, ": '", path, "' is not a ", kind);
     const std::uint64_t v = in.u64("the format version");
-    DTRAIN_CHECK(v == version, who, ": '", path, "' has format version ", v, ", this dtrain reads version ",
-                 version);
+    if (oldest == 0 || oldest >= version)
+        DTRAIN_CHECK(v == version, who, ": '", path, "' has format version ", v,
+                     ", this dtrain reads version ", version);
+    else
+        DTRAIN_CHECK(v >= oldest && v <= version, who, ": '", path, "' has format version ", v,
+                     ", this dtrain reads versions ", oldest, " to ", version);
     DTRAIN_CHECK(in.left() >= sizeof(std::uint64_t), who, ": '", path, "' is truncated (", bytes.size(),
                  " bytes)");
     std::uint64_t stored = 0;
@@ -182,6 +195,7 @@ inline CheckpointReader open_fields(const std::vector<unsigned char>& bytes, con
     DTRAIN_CHECK(fnv1a(data, bytes.size() - sizeof stored) == stored, who, ": '", path,
                  "' is corrupted or truncated (checksum mismatch)");
     CheckpointReader fields(data + 16, bytes.size() - 16 - sizeof stored, path, who);
+    fields.set_version(v);
     return fields;
 }
 

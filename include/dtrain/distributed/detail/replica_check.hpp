@@ -17,6 +17,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/distributed/compression.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
@@ -87,6 +88,7 @@ inline void describe_options(const SyncOptions& o, ReplicaFacts& facts) {
     add_fact(facts, "the options", "bucket_bytes", o.bucket_bytes);
     add_fact(facts, "the options", "overlap", o.overlap);
     add_fact(facts, "the options", "state_sync", int(o.state_sync));
+    add_fact(facts, "the options", "compression", describe_compression(o.compression, o.topk_ratio));
 }
 
 /// The parameter-server options, as facts.

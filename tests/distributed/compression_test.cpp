@@ -1,0 +1,447 @@
+// Gradient compression (distributed/compression.hpp, SyncOptions::compression): top-k selection and error
+// feedback on hand-made gradients (exact residuals), compressed training under every policy with and
+// without overlap and accumulation (bitwise identical on every rank, close to the uncompressed run, no
+// allocation in steady state), non-finite gradients, construction errors, and checkpoints that resume a
+// top-k run bitwise and refuse another setting.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+#include <dtrain/comm/collective.hpp>
+#include <dtrain/comm/naive.hpp>
+#include <dtrain/comm/ring.hpp>
+#include <dtrain/core/hash.hpp>
+#include <dtrain/distributed/checkpoint.hpp>
+#include <dtrain/distributed/compression.hpp>
+#include <dtrain/distributed/dist_optimizer.hpp>
+#include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/dense.hpp>
+#include <dtrain/nn/losses/mse.hpp>
+#include <dtrain/optim/sgd.hpp>
+#include <optim/alloc_counter.hpp>
+#include <support/test_utils.hpp>
+
+namespace {
+
+using dtrain::Compression;
+using dtrain::GradientCompressor;
+using dtrain::Model;
+using dtrain::Span;
+using dtrain::Tensor;
+
+constexpr Compression all_settings[] = {Compression::None, Compression::Fp16, Compression::Bf16,
+                                        Compression::TopK};
+
+Model<float> make_model(std::uint64_t seed = 1) {  // 6*24+24 + 24*3+3 = 243 parameters
+    Model<float> m({6}, seed);
+    m.add(dtrain::Dense<float>(6, 24)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(24, 3));
+    return m;
+}
+
+/// Rank r's batch of step s (pass j): x in [-1, 1), y a fixed function of x plus a rank-dependent shift.
+void batch(int r, int s, std::size_t j, Tensor<float>& x, Tensor<float>& y) {
+    dtrain::Rng rng(std::uint64_t(1000 * r + 10 * s) + j + 1);
+    x = dtrain::test::random_tensor<float>({8, 6}, rng);
+    y = Tensor<float>::from_shape({8, 3});
+    for (std::size_t i = 0; i < 8; ++i)
+        for (std::size_t c = 0; c < 3; ++c)
+            y(i, c) = x(i, c) - 0.5f * x(i, c + 3) + 0.1f * float(r);
+}
+
+/// The global mean squared error of `model` on every rank's batch of step 1000.
+double eval_loss(Model<float>& model) {
+    Tensor<float> x, y, grad;
+    batch(dtrain::world_rank(), 1000, 0, x, y);
+    dtrain::MeanSquaredError<float> mse;
+    const double l = double(mse.compute(model.forward(x), y, grad));
+    return dtrain::detail::allreduce_value(l, MPI_SUM, MPI_COMM_WORLD) / dtrain::world_size();
+}
+
+struct Run {
+    std::vector<float> params;
+    double loss = 0.0;
+    std::size_t allocations = 0;  // in backward() and step() after two warm-up steps
+};
+
+/// `steps` steps of SGD with momentum under `o` on DistOptimizer<Comm>.
+template <class Comm>
+Run train(const dtrain::SyncOptions& o, int steps) {
+    Model<float> model = make_model();
+    dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(
+        model, dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9)), o);
+    dtrain::MeanSquaredError<float> mse;
+    Tensor<float> x, y, grad;
+    Run run;
+    for (int s = 0; s < steps; ++s) {
+        opt.zero_grad();
+        for (std::size_t j = 0; j < o.accumulation_steps; ++j) {
+            batch(opt.rank(), s, j, x, y);
+            mse.compute(model.forward(x), y, grad);
+            const std::size_t a = dtrain::test::allocation_count;
+            model.backward(grad);
+            if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
+        }
+        const std::size_t a = dtrain::test::allocation_count;
+        opt.step();
+        if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
+    }
+    run.params.assign(model.parameters().begin(), model.parameters().end());
+    run.loss = eval_loss(model);
+    return run;
+}
+
+std::uint64_t hash(const std::vector<float>& v) {
+    return dtrain::detail::fnv1a(v.data(), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+TEST_CASE("topk_count and the setting's names", "[dist][compression]") {
+    CHECK(dtrain::topk_count(1000, 0.01) == 10);
+    CHECK(dtrain::topk_count(1000, 0.0149) == 15);
+    CHECK(dtrain::topk_count(10, 0.01) == 1);  // at least one value
+    CHECK(dtrain::topk_count(10, 1.0) == 10);
+    CHECK(dtrain::topk_count(0, 0.5) == 0);
+    CHECK(dtrain::describe_compression(Compression::TopK, 0.01) == "topk(ratio=0.01)");
+    CHECK(dtrain::describe_compression(Compression::Bf16, 0.01) == "bf16");
+    for (Compression c : all_settings)
+        CHECK(dtrain::compression_from_name(dtrain::compression_name(c)) == c);
+    CHECK_THROWS_WITH(dtrain::compression_from_name("int8"), Catch::Contains("none, fp16, bf16 or topk"));
+}
+
+TEST_CASE("Top-k sends the k largest magnitudes (ties to the lower index) and feeds the rest back",
+          "[dist][compression]") {
+    dtrain::Collective self(MPI_COMM_SELF);
+    std::vector<float> g = {0.5f, -3.0f, 1.0f, 2.0f, -2.0f, 0.1f, 0.0f, 2.0f};
+    const Span<float> grads(g.data(), g.size());
+    GradientCompressor<float> c(Compression::TopK, 0.25, {{0, 8, 0, 0}}, 8, 0, 1);  // k = 2
+    REQUIRE(c.topk_count_of(0) == 2);
+    c.reduce(self, grads, grads);
+    CHECK(g == std::vector<float>{0, -3, 0, 2, 0, 0, 0, 0});  // 2 at index 3 wins the tie with -2 and 2
+    const std::vector<float> zeros(8, 0.0f);
+    CHECK(std::vector<float>(c.residual().begin(), c.residual().end()) == zeros);  // not committed yet
+    c.commit();
+    CHECK(std::vector<float>(c.residual().begin(), c.residual().end()) ==
+          std::vector<float>{0.5f, 0, 1, 0, -2, 0.1f, 0, 2});
+
+    g = {0.25f, 0.0f, 0.0f, 0.0f, -0.5f, 0.0f, 0.0f, 0.25f};  // acc = {0.75, 0, 1, 0, -2.5, 0.1, 0, 2.25}
+    c.reduce(self, grads, grads);
+    CHECK(g == std::vector<float>{0, 0, 0, 0, -2.5f, 0, 0, 2.25f});
+    c.commit();
+    CHECK(std::vector<float>(c.residual().begin(), c.residual().end()) ==
+          std::vector<float>{0.75f, 0, 1, 0, 0, 0.1f, 0, 0});
+
+    // A step that is not applied (skipped, or discarded by zero_grad) keeps the residuals.
+    g = {9.0f, 0, 0, 0, 0, 0, 0, 0};
+    c.reduce(self, grads, grads);
+    CHECK(std::vector<float>(c.residual().begin(), c.residual().end()) ==
+          std::vector<float>{0.75f, 0, 1, 0, 0, 0.1f, 0, 0});
+
+    // NaN ranks above infinity: a non-finite value is always sent, so the check after the sum sees it.
+    g = {std::numeric_limits<float>::infinity(), 0, 0, 0, 0, 0, std::numeric_limits<float>::quiet_NaN(), 0};
+    GradientCompressor<float> one(Compression::TopK, 0.1, {{0, 8, 0, 0}}, 8, 0, 1);  // k = 1
+    one.reduce(self, grads, grads);
+    CHECK(std::isnan(g[6]));
+    CHECK(g[0] == 0.0f);
+}
+
+TEST_CASE("Top-k over all ranks: every rank's pairs summed into the bucket in rank order",
+          "[dist][compression]") {
+    dtrain::Collective world;
+    const int p = world.size(), me = world.rank();
+    // Two buckets over 10 values (bucket 0 holds the end of the buffer); rank r's largest values sit at
+    // r and 6 + r % 4, so ranks overlap at some indices.
+    auto gradient = [](int r) {
+        std::vector<float> g(10, 0.0f);
+        for (std::size_t i = 0; i < 10; ++i)
+            g[i] = 0.01f * float(i + 1) * (r % 2 ? -1.0f : 1.0f);
+        g[std::size_t(r) % 4] = 5.0f + float(r);
+        g[6 + std::size_t(r) % 4] = -7.0f - float(r);
+        return g;
+    };
+    std::vector<float> g = gradient(me);
+    const Span<float> grads(g.data(), g.size());
+    GradientCompressor<float> c(Compression::TopK, 0.2, {{4, 6, 1, 1}, {0, 4, 0, 0}}, 10, me, p);  // k 1, 1
+    c.reduce(world, grads, grads.subspan(4, 6));
+    c.reduce(world, grads, grads.subspan(0, 4));
+    std::vector<float> want(10, 0.0f);
+    for (int r = 0; r < p; ++r) {
+        want[std::size_t(r) % 4] += 5.0f + float(r);
+        want[6 + std::size_t(r) % 4] += -7.0f - float(r);
+    }
+    CHECK(g == want);
+    c.commit();
+    std::vector<float> residual = gradient(me);
+    residual[std::size_t(me) % 4] = 0.0f;
+    residual[6 + std::size_t(me) % 4] = 0.0f;
+    CHECK(std::vector<float>(c.residual().begin(), c.residual().end()) == residual);
+}
+
+TEMPLATE_TEST_CASE(
+    "Compressed training: bitwise identical on every rank, close to the uncompressed run, "
+    "no allocation in steady state",
+    "[dist][compression]", dtrain::Collective, dtrain::Ring, dtrain::Naive) {
+    const bool overlap = GENERATE(true, false);
+    const std::size_t accum = GENERATE(1, 2);
+    dtrain::SyncOptions o;
+    o.bucket_bytes = 256;  // five buckets, the first layer split in pieces
+    o.overlap = overlap;
+    o.accumulation_steps = accum;
+    o.topk_ratio = 0.25;
+    constexpr int steps = 25;
+    const Run plain = train<TestType>(o, steps);
+    const double start = [] {
+        Model<float> m = make_model();
+        return eval_loss(m);
+    }();
+    for (Compression c : all_settings) {
+        o.compression = c;
+        INFO(dtrain::compression_name(c) << ", overlap " << overlap << ", accumulation_steps " << accum);
+        const Run run = train<TestType>(o, steps);
+        CHECK(dtrain::detail::same_everywhere(hash(run.params), MPI_COMM_WORLD));
+        CHECK(run.allocations == 0);
+        INFO("loss " << run.loss << ", uncompressed " << plain.loss << ", initial " << start);
+        if (c == Compression::None) CHECK(run.params == plain.params);
+        if (c == Compression::Fp16 || c == Compression::Bf16) {
+            CHECK(dtrain::test::max_rel_diff(run.params, plain.params) <
+                  (c == Compression::Fp16 ? 1e-2 : 5e-2));
+            CHECK(std::fabs(run.loss - plain.loss) < 0.02 * plain.loss + 1e-3);
+        }
+        if (c == Compression::TopK) CHECK(run.loss < 0.5 * start);      // a quarter per step still learns
+        CHECK((c == Compression::None || run.params != plain.params));  // the setting took effect
+    }
+}
+
+TEST_CASE("Compression with a non-finite gradient: Stop names fp16's range, Skip keeps the residuals",
+          "[dist][compression]") {
+    for (Compression c : {Compression::Fp16, Compression::TopK}) {
+        Model<float> model = make_model();
+        dtrain::SyncOptions o;
+        o.compression = c;
+        o.nonfinite = c == Compression::TopK ? dtrain::NonFinite::Skip : dtrain::NonFinite::Stop;
+        dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.01), o);
+        dtrain::MeanSquaredError<float> mse;
+        Tensor<float> x, y, grad;
+        batch(opt.rank(), 0, 0, x, y);
+        opt.zero_grad();
+        mse.compute(model.forward(x), y, grad);
+        model.backward(grad);
+        opt.step();
+        const std::vector<float> residual(opt.compressor().residual().begin(),
+                                          opt.compressor().residual().end());
+        const std::vector<float> params(model.parameters().begin(), model.parameters().end());
+        opt.zero_grad();
+        mse.compute(model.forward(x), y, grad);
+        model.backward(grad);
+        model.gradients()[5] = c == Compression::Fp16 ? 1e5f : std::numeric_limits<float>::quiet_NaN();
+        std::string what;
+        try {
+            opt.step();
+        } catch (const dtrain::Error& e) {
+            what = e.what();
+        }
+        INFO(what);
+        if (c == Compression::Fp16) {
+            CHECK(what.find("gradient of step 1 is not finite: inf at index 5") != std::string::npos);
+            CHECK(what.find("beyond fp16's largest value 65504") != std::string::npos);
+        } else {
+            CHECK(what.empty());
+            CHECK(opt.skipped_steps() == 1);
+            CHECK(std::vector<float>(opt.compressor().residual().begin(),
+                                     opt.compressor().residual().end()) == residual);
+            CHECK(std::vector<float>(model.parameters().begin(), model.parameters().end()) == params);
+        }
+    }
+}
+
+namespace {
+
+/// A communicator that does not declare half_float_sums (a generic one would sum the bits as integers).
+struct NoHalfComm : dtrain::Collective {
+    using Collective::Collective;
+    static constexpr bool half_float_sums = false;
+};
+
+std::string construction_error(const dtrain::SyncOptions& o) {
+    Model<float> model = make_model();
+    try {
+        dtrain::DistOptimizer<NoHalfComm, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.1), o);
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("Compression settings are checked at construction on every rank", "[dist][compression]") {
+    dtrain::SyncOptions o;
+    o.compression = Compression::TopK;
+    o.topk_ratio = 0.0;
+    CHECK_THAT(construction_error(o),
+               Catch::Contains("topk_ratio must be in (0, 1]") && Catch::Contains("got 0"));
+    o.topk_ratio = 1.5;
+    CHECK_THAT(construction_error(o), Catch::Contains("topk_ratio must be in (0, 1]"));
+    o.topk_ratio = 0.5;
+    CHECK(construction_error(o).empty());
+    o.compression = Compression::Bf16;
+    CHECK_THAT(construction_error(o),
+               Catch::Contains("compression bf16 needs a communicator that sums Half"));
+    if (dtrain::world_size() > 1) {
+        o.compression = dtrain::world_rank() == 0 ? Compression::TopK : Compression::Bf16;
+        CHECK_THAT(construction_error(o),
+                   Catch::Contains("compression is topk(ratio=0.5) on rank 0 but bf16 on rank 1"));
+    }
+}
+
+namespace {
+
+constexpr int kSteps = 12;
+
+dtrain::SGD<float> momentum_sgd() {
+    return dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9));
+}
+
+/// Top-k training of kSteps steps; with `save_after` it writes a checkpoint after that step and stops;
+/// with `resume` it first loads one (into a model initialised from another seed).
+template <class Comm>
+std::vector<float> topk_run(const std::string& path, int save_after, bool resume) {
+    Model<float> model = make_model(resume ? 77 : 1);
+    dtrain::SyncOptions o;
+    o.bucket_bytes = 256;
+    o.compression = Compression::TopK;
+    o.topk_ratio = 0.1;
+    dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(model, momentum_sgd(), o);
+    int first = 0;
+    if (resume) first = int(dtrain::load_checkpoint(path, opt).step);
+    dtrain::MeanSquaredError<float> mse;
+    Tensor<float> x, y, grad;
+    for (int s = first; s < kSteps; ++s) {
+        batch(opt.rank(), s, 0, x, y);
+        opt.zero_grad();
+        mse.compute(model.forward(x), y, grad);
+        model.backward(grad);
+        opt.step();
+        if (s + 1 == save_after) {
+            dtrain::save_checkpoint(path, opt, {0, 0, std::uint64_t(s + 1)});
+            return {};
+        }
+    }
+    std::vector<float> out(model.parameters().begin(), model.parameters().end());
+    out.insert(out.end(), opt.compressor().residual().begin(), opt.compressor().residual().end());
+    return out;
+}
+
+std::string load_error(const std::string& path, Compression c, double ratio, MPI_Comm comm = MPI_COMM_WORLD) {
+    Model<float> model = make_model();
+    dtrain::SyncOptions o;
+    o.compression = c;
+    o.topk_ratio = ratio;
+    dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, momentum_sgd(), o, comm);
+    try {
+        dtrain::load_checkpoint(path, opt);
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE(
+    "Checkpoints with top-k: the resumed run equals the uninterrupted one bitwise, residuals "
+    "included",
+    "[dist][compression][checkpoint]", dtrain::Collective, dtrain::Ring) {
+    const std::string path = dtrain::test::shared_temp_path("dtrain_compression", "topk.ckpt");
+    const std::vector<float> whole = topk_run<TestType>(path, 0, false);
+    topk_run<TestType>(path, 5, false);
+    const std::vector<float> resumed = topk_run<TestType>(path, 0, true);
+    CHECK(resumed == whole);
+    CHECK(dtrain::test::all_ranks(resumed == whole));
+    // The residuals are not all zero (the comparison above covers state that matters).
+    CHECK(std::count(whole.end() - 243, whole.end(), 0.0f) < 200);
+    if (dtrain::world_rank() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("Checkpoints of another compression setting are refused, naming both",
+          "[dist][compression][checkpoint]") {
+    const std::string path = dtrain::test::shared_temp_path("dtrain_compression", "mismatch.ckpt");
+    topk_run<dtrain::Collective>(path, 3, false);  // topk(ratio=0.1)
+    CHECK_THAT(
+        load_error(path, Compression::Fp16, 0.1),
+        Catch::Contains("written with gradient compression topk(ratio=0.1), this DistOptimizer uses fp16"));
+    CHECK_THAT(load_error(path, Compression::TopK, 0.2),
+               Catch::Contains("topk(ratio=0.1), this DistOptimizer uses topk(ratio=0.2)"));
+    CHECK(load_error(path, Compression::TopK, 0.1).empty());
+    {  // without a DistOptimizer the residuals have nowhere to go
+        Model<float> model = make_model();
+        dtrain::SGD<float> sgd = momentum_sgd();
+        CHECK_THROWS_WITH(dtrain::load_checkpoint(path, model, sgd),
+                          Catch::Contains("written with gradient compression topk(ratio=0.1) and holds every "
+                                          "rank's error-feedback residuals"));
+    }
+    if (dtrain::world_size() > 1)  // each rank alone: another number of ranks than wrote the residuals
+        CHECK_THAT(load_error(path, Compression::TopK, 0.1, MPI_COMM_SELF),
+                   Catch::Contains("holds the top-k residuals of " + std::to_string(dtrain::world_size()) +
+                                   " rank(s), this run has 1"));
+    // A stateless setting: the DistOptimizer must match, the model-and-optimizer load takes it.
+    {
+        Model<float> model = make_model();
+        dtrain::SyncOptions o;
+        o.compression = Compression::Bf16;
+        dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, momentum_sgd(), o);
+        dtrain::save_checkpoint(path, opt, {0, 0, 0});
+    }
+    CHECK_THAT(load_error(path, Compression::None, 0.1),
+               Catch::Contains("written with gradient compression bf16, this DistOptimizer uses none"));
+    CHECK(load_error(path, Compression::Bf16, 0.1).empty());
+    Model<float> model = make_model();
+    dtrain::SGD<float> sgd = momentum_sgd();
+    CHECK_NOTHROW(dtrain::load_checkpoint(path, model, sgd));
+    if (dtrain::world_rank() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("A version-2 checkpoint (written before compression existed) loads as compression none",
+          "[dist][compression][checkpoint]") {
+    const std::string path = dtrain::test::shared_temp_path("dtrain_compression", "v2.ckpt");
+    Model<float> model = make_model();
+    dtrain::SGD<float> sgd = momentum_sgd();
+    sgd.reset(model.num_parameters());
+    dtrain::save_checkpoint(path, model, sgd, {1, 2, 3});
+    if (dtrain::world_rank() == 0) {  // drop the compression section: "none", 0 ranks, 0 residuals
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        std::vector<char> b(1 << 16);
+        b.resize(std::fread(b.data(), 1, b.size(), f));
+        std::fclose(f);
+        const std::size_t tail = 8 + 4 + 8 + 8;
+        REQUIRE(std::string(b.end() - 8 - tail + 8, b.end() - 8 - tail + 12) == "none");
+        b.erase(b.end() - 8 - std::ptrdiff_t(tail), b.end() - 8);
+        const std::uint64_t version = 2;
+        std::memcpy(b.data() + 8, &version, 8);
+        const std::uint64_t sum = dtrain::detail::fnv1a(b.data(), b.size() - 8);
+        std::memcpy(b.data() + b.size() - 8, &sum, 8);
+        f = std::fopen(path.c_str(), "wb");
+        std::fwrite(b.data(), 1, b.size(), f);
+        std::fclose(f);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    Model<float> other = make_model(9);
+    dtrain::SGD<float> sgd2 = momentum_sgd();
+    const dtrain::TrainingPosition pos = dtrain::load_checkpoint(path, other, sgd2);
+    CHECK(pos.step == 3);
+    CHECK(std::vector<float>(other.parameters().begin(), other.parameters().end()) ==
+          std::vector<float>(model.parameters().begin(), model.parameters().end()));
+    CHECK(load_error(path, Compression::None, 0.1).empty());
+    CHECK_THAT(load_error(path, Compression::Fp16, 0.1),
+               Catch::Contains("written with gradient compression none, this DistOptimizer uses fp16"));
+    if (dtrain::world_rank() == 0) std::remove(path.c_str());
+}
