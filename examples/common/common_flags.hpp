@@ -16,6 +16,7 @@
 #include <dtrain/core/collectively.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/distributed/compression.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/policy_name.hpp>
 #include <dtrain/util/blas_threads.hpp>
@@ -32,6 +33,8 @@ struct CommonFlags {
     std::uint64_t seed = 42;
     int threads = 1;
     std::string comm = "collective";
+    std::string compression = "none";
+    double topk_ratio = 0.01;
     int masters = 1;
     long long staleness = -1;
     std::string log;
@@ -54,6 +57,13 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
     add_number(app, "--seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
     add_number(app, "--threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)", 1);
     app.add_option("--comm", f.comm, "communicator policy")->check(CLI::IsMember(dtrain::policy_names()));
+    app.add_option(
+           "--compression", f.compression,
+           "gradient compression on the wire (synchronous policies): none, fp16 or bf16 (16-bit values, "
+           "fp32 accumulation), topk (--topk-ratio of each bucket, with error feedback)")
+        ->check(CLI::IsMember(dtrain::compression_names()));
+    add_number(app, "--topk-ratio", f.topk_ratio, "--compression topk: share of each gradient bucket sent",
+               1e-6, 1.0);
     add_number(app, "--masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers",
                1);
     add_number(app, "--staleness", f.staleness,
@@ -94,6 +104,9 @@ dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
     if constexpr (std::is_same_v<Policy, dtrain::Async>) {
         o.masters = f.masters;
         o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
+    } else {
+        o.compression = dtrain::compression_from_name(f.compression);
+        o.topk_ratio = f.topk_ratio;
     }
     return o;
 }
@@ -128,6 +141,10 @@ inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** arg
                      f.masters + 1, " or more), got ", size);
         DTRAIN_CHECK(f.comm == "async" || (!given(app, "masters") && !given(app, "staleness")),
                      "command line: --masters and --staleness apply to --comm async only");
+        DTRAIN_CHECK(f.comm != "async" || f.compression == "none",
+                     "command line: --compression needs a synchronous policy (collective, ring or naive)");
+        DTRAIN_CHECK(f.compression == "topk" || !given(app, "topk-ratio"),
+                     "command line: --topk-ratio applies to --compression topk only");
         DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
                      "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
                      "the async masters hold the optimizer state");

@@ -66,11 +66,14 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     auto& tl = dtrain::timeline();
     if (!f.timeline.empty()) tl.enable(std::size_t(1) << 18, MPI_COMM_WORLD);
 
-    // Resuming: every rank restores the checkpoint rank 0 reads, before DistOptimizer broadcasts it.
+    // Resuming (synchronous policies): every rank restores the checkpoint rank 0 reads into the
+    // DistOptimizer, with its gradient compression's state (top-k residuals).
     dtrain::TrainingPosition start;
     const bool resume = !f.checkpoint.empty() && dtrain::checkpoint_exists(f.checkpoint);
-    if (resume) start = dtrain::load_checkpoint(f.checkpoint, model, opt);
     dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options<Policy>(f));
+    if constexpr (dtrain::is_communicator_v<Policy>) {
+        if (resume) start = dtrain::load_checkpoint(f.checkpoint, dopt);
+    }
     auto save = [&](const dtrain::TrainingPosition& at) {
         if constexpr (dtrain::is_communicator_v<Policy>) {
             dtrain::TimelineScope s("checkpoint", "io");
@@ -87,6 +90,9 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             printer);
     if (world_rank() == 0) {
         std::string comm = f.comm;
+        if (f.compression != "none")
+            comm += ", compression " +
+                    dtrain::describe_compression(dtrain::compression_from_name(f.compression), f.topk_ratio);
         if (f.comm == "async")
             comm += " (" + std::to_string(f.masters) + " master(s), staleness " +
                     (f.staleness < 0 ? std::string("unbounded") : std::to_string(f.staleness)) + ")";
