@@ -61,11 +61,19 @@ Tensor<double> naive_conv(const Tensor<double>& x, const double* w, const double
 TEST_CASE("Conv2d: forward equals a direct convolution for several kernels, strides and paddings",
           "[nn][conv2d]") {
     const std::vector<ConvCase> cases = {
-        {1, 2, 6, 6, {3, 3}, {1, 1}, {0, 0}},   {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}},
-        {3, 2, 8, 8, {5, 5}, {1, 1}, {2, 2}},   {2, 4, 5, 9, {2, 3}, {1, 2}, {1, 0}},
-        {1, 3, 9, 7, {1, 1}, {3, 2}, {0, 1}},   {2, 2, 4, 4, {4, 4}, {3, 3}, {3, 3}},
-        {2, 5, 10, 11, {3, 4}, {3, 2}, {2, 1}}, {1, 2, 4, 4, {2, 2}, {1, 1}, {3, 3}},
+        {1, 2, 6, 6, {3, 3}, {1, 1}, {0, 0}},
+        {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}},
+        {3, 2, 8, 8, {5, 5}, {1, 1}, {2, 2}},
+        {2, 4, 5, 9, {2, 3}, {1, 2}, {1, 0}},
+        {1, 3, 9, 7, {1, 1}, {3, 2}, {0, 1}},
+        {2, 2, 4, 4, {4, 4}, {3, 3}, {3, 3}},
+        {2, 5, 10, 11, {3, 4}, {3, 2}, {2, 1}},
+        {1, 2, 4, 4, {2, 2}, {1, 1}, {3, 3}},
         {1, 1, 1, 1, {4, 4}, {1, 1}, {2, 2}},
+        // more than 32 output channels (the untransposed forward GEMM), rows of 16+ values (copied whole)
+        {2, 40, 5, 20, {3, 3}, {1, 1}, {1, 1}},
+        {3, 33, 6, 18, {3, 3}, {2, 1}, {1, 2}},
+        {4, 36, 1, 1, {3, 3}, {2, 2}, {1, 1}},
     };
     Rng rng(11);
     for (const auto& cc : cases) {
@@ -90,6 +98,10 @@ TEST_CASE("Conv2d: gradients match finite differences (stride, padding, non-squa
         {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}},
         {2, 2, 5, 6, {2, 3}, {1, 2}, {1, 0}},
         {1, 2, 4, 5, {3, 3}, {1, 1}, {0, 0}},
+        // both forward GEMM forms (<= 32 and > 32 output channels), a 1x1 map with padding (one value per
+        // row and sample), runs of 16+ values
+        {3, 33, 2, 2, {3, 3}, {2, 2}, {1, 1}},
+        {2, 34, 3, 17, {3, 3}, {1, 1}, {1, 1}},
     };
     Rng rng(5);
     for (const auto& cc : cases) {

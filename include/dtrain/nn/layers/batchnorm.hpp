@@ -82,15 +82,20 @@ public:
                          detail::shape_str(in.shape()),
                          " (a last batch of one sample? drop it with LoaderOptions::drop_last = true, or "
                          "choose a batch size that does not leave one)");
-            std::fill(acc1_.begin(), acc1_.end(), 0.0);
-            std::fill(acc2_.begin(), acc2_.end(), 0.0);
-            for_each(n, inner, [&](std::size_t c, std::size_t i) { acc1_[c] += double(x[i]); });
+            channel_sums(
+                n, inner, [&](std::size_t, std::size_t i) { return double(x[i]); },
+                [](std::size_t, std::size_t) { return 0.0; });
             for (std::size_t c = 0; c < c_; ++c)
                 mean_[c] = acc1_[c] / double(count);
-            for_each(n, inner, [&](std::size_t c, std::size_t i) {
-                const double d = double(x[i]) - mean_[c];
-                acc2_[c] += d * d;
-            });
+            std::swap(acc1_, acc2_);
+            channel_sums(
+                n, inner,
+                [&](std::size_t c, std::size_t i) {
+                    const double d = double(x[i]) - mean_[c];
+                    return d * d;
+                },
+                [](std::size_t, std::size_t) { return 0.0; });
+            std::swap(acc1_, acc2_);
             const double m = momentum_;
             for (std::size_t c = 0; c < c_; ++c) {
                 const double var = acc2_[c] / double(count);
@@ -123,12 +128,11 @@ public:
         const T* x = in.data();
         const T* g = grad_out.data();
         // acc1 = sum(dy), acc2 = sum(dy * xhat) per channel
-        std::fill(acc1_.begin(), acc1_.end(), 0.0);
-        std::fill(acc2_.begin(), acc2_.end(), 0.0);
-        for_each(n, inner, [&](std::size_t c, std::size_t i) {
-            acc1_[c] += double(g[i]);
-            acc2_[c] += double(g[i]) * (double(x[i]) - mean_[c]) * invstd_[c];
-        });
+        channel_sums(
+            n, inner, [&](std::size_t, std::size_t i) { return double(g[i]); },
+            [&](std::size_t c, std::size_t i) {
+                return double(g[i]) * (double(x[i]) - mean_[c]) * invstd_[c];
+            });
         for (std::size_t c = 0; c < c_; ++c) {
             dgamma_[c] += T(acc2_[c]);
             dbeta_[c] += T(acc1_[c]);
@@ -180,14 +184,43 @@ private:
         return {s[0], Spatial == 2 ? s[2] * s[3] : 1};
     }
 
-    // Calls f(channel, flat index) for every element.
-    template <class F>
-    void for_each(std::size_t n, std::size_t inner, F&& f) const {
-        std::size_t i = 0;
-        for (std::size_t s = 0; s < n; ++s)
-            for (std::size_t c = 0; c < c_; ++c)
+    // Sets acc1_[c] and acc2_[c] to the sums of f1(c, i) and f2(c, i) over channel c's elements i, in double.
+    // Long runs of one channel are summed in 8 interleaved partial sums and short ones across channels, so
+    // the loops vectorise either way (the order is fixed: the same result on every call).
+    template <class F1, class F2>
+    void channel_sums(std::size_t n, std::size_t inner, F1&& f1, F2&& f2) {
+        std::fill(acc1_.begin(), acc1_.end(), 0.0);
+        std::fill(acc2_.begin(), acc2_.end(), 0.0);
+        constexpr std::size_t lanes = 8;
+        if (inner < lanes) {
+            for (std::size_t s = 0; s < n; ++s)
                 for (std::size_t j = 0; j < inner; ++j)
-                    f(c, i++);
+                    for (std::size_t c = 0; c < c_; ++c) {
+                        const std::size_t i = (s * c_ + c) * inner + j;
+                        acc1_[c] += f1(c, i);
+                        acc2_[c] += f2(c, i);
+                    }
+            return;
+        }
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t c = 0; c < c_; ++c) {
+                double a[lanes] = {}, b[lanes] = {};
+                const std::size_t base = (s * c_ + c) * inner;
+                std::size_t j = 0;
+                for (; j + lanes <= inner; j += lanes)
+                    for (std::size_t k = 0; k < lanes; ++k) {
+                        a[k] += f1(c, base + j + k);
+                        b[k] += f2(c, base + j + k);
+                    }
+                for (std::size_t k = 0; j < inner; ++j, ++k) {
+                    a[k] += f1(c, base + j);
+                    b[k] += f2(c, base + j);
+                }
+                for (std::size_t k = 0; k < lanes; ++k) {
+                    acc1_[c] += a[k];
+                    acc2_[c] += b[k];
+                }
+            }
     }
 
     // Calls f(channel, first flat index, length) for every contiguous run of one channel.

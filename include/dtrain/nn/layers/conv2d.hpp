@@ -23,12 +23,16 @@ namespace dtrain {
 ///
 /// Implementation: the whole batch is unfolded (im2col) into one column matrix [in*kh*kw, batch*OH*OW]
 /// (sample s's columns at [s*OH*OW, (s+1)*OH*OW)) and multiplied by the [out, in*kh*kw] weight matrix
-/// in ONE GEMM; the [out, batch*OH*OW] result is reordered into NCHW while the bias is added. Backward
-/// reorders dY to [out, batch*OH*OW], then dW += dY * cols^T is one GEMM on the columns cached by
-/// forward, and dcols = W^T * dY (one GEMM, written over the cached columns) is folded back into dX
-/// (col2im). The columns are reused only if backward gets the same input tensor (same data pointer and
-/// shape) as the last forward and no backward has consumed them yet; otherwise they are recomputed.
-/// Scratch (the column matrix and one [out, batch*OH*OW] matrix; about 9 MB for Conv2d(20, 50, 5) at
+/// in ONE GEMM; the result is reordered into NCHW while the bias is added. With at most 32 output
+/// channels the GEMM computes the transposed product [batch*OH*OW, out] = cols^T * W^T instead, and
+/// backward always computes dW^T = cols * dY^T [in*kh*kw, out] and adds its transpose: OpenBLAS runs a
+/// GEMM whose M is the short side at 0.5-0.8 of the rate of the same product with M the long side
+/// (bench_train_throughput's layer GEMMs; benchmarks/README.md). Backward reorders dY to
+/// [out, batch*OH*OW], computes the weight gradient from the columns cached by forward, and
+/// dcols = W^T * dY (one GEMM, written over the cached columns) is folded back into dX (col2im). The
+/// columns are reused only if backward gets the same input tensor (same data pointer and shape) as the
+/// last forward and no backward has consumed them yet; otherwise they are recomputed. Scratch (the column
+/// matrix, one [out, batch*OH*OW] matrix and one weight-sized matrix; about 9 MB for Conv2d(20, 50, 5) at
 /// batch 64) is sized on the first batch of a given input shape and batch size and reused. Measured
 /// against one small GEMM per sample (bench_train_throughput, SINGA CNN, batch 64, 1 BLAS thread): about
 /// 3% fewer samples/s (within the machine's noise) and 15 MiB more peak memory.
@@ -87,9 +91,25 @@ public:
         if (n_ == 0) return;
         detail::im2col(in.data(), n_, g_, cols_.data());
         cols_src_ = in.data();
-        // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos]
-        detail::gemm(false, false, out_, np, rows, T(1), w_, rows, cols_.data(), np, T(0), tmp_.data(), np);
+        if (out_ <= narrow_out) {
+            // tmp [n*pos, out] = cols^T [n*pos, rows] * W^T [rows, out], then
+            // out[s][c][p] = tmp[s*pos + p][c] + bias[c]: faster with few output channels (class comment).
+            detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w_, rows, T(0), tmp_.data(),
+                         out_);
+            for (std::size_t s = 0; s < n_; ++s) {
+                const T* src = tmp_.data() + s * pos * out_;
+                T* dst = out.data() + s * out_ * pos;
+                for (std::size_t c = 0; c < out_; ++c) {
+                    const T bias = b_[c];
+                    for (std::size_t p = 0; p < pos; ++p)
+                        dst[c * pos + p] = src[p * out_ + c] + bias;
+                }
+            }
+            return;
+        }
+        // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
         // out[s][c][p] = tmp[c][s*pos + p] + bias[c]
+        detail::gemm(false, false, out_, np, rows, T(1), w_, rows, cols_.data(), np, T(0), tmp_.data(), np);
         for (std::size_t s = 0; s < n_; ++s) {
             for (std::size_t c = 0; c < out_; ++c) {
                 const T bias = b_[c];
@@ -111,20 +131,21 @@ public:
         if (n_ == 0) return;
         // gY [out, n*pos] = grad_out [n, out, pos] reordered; db += row sums
         for (std::size_t c = 0; c < out_; ++c) {
-            T acc = T(0);
             T* dst = tmp_.data() + c * np;
             for (std::size_t s = 0; s < n_; ++s) {
                 const T* src = grad_out.data() + (s * out_ + c) * pos;
-                for (std::size_t p = 0; p < pos; ++p) {
-                    dst[s * pos + p] = src[p];
-                    acc += src[p];
-                }
+                std::copy(src, src + pos, dst + s * pos);
             }
-            db_[c] += acc;
+            db_[c] += detail::lane_sum(dst, np);
         }
         if (cols_src_ != in.data()) detail::im2col(in.data(), n_, g_, cols_.data());
-        // dW [out, rows] += gY [out, n*pos] * cols^T
-        detail::gemm(false, true, out_, rows, np, T(1), tmp_.data(), np, cols_.data(), np, T(1), dw_, rows);
+        // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
+        // side (rows) as the GEMM's M this runs faster than dW = gY * cols^T (see the class comment).
+        detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0), dwt_.data(),
+                     out_);
+        for (std::size_t c = 0; c < out_; ++c)
+            for (std::size_t r = 0; r < rows; ++r)
+                dw_[c * rows + r] += dwt_[r * out_ + c];
         cols_src_ = nullptr;
         if (!need_grad_in) return;
         // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX
@@ -136,6 +157,17 @@ public:
         return std::make_unique<Conv2d>(in_, out_, k_, s_, p_, init_);
     }
 
+    /// Input channels.
+    std::size_t in_channels() const noexcept { return in_; }
+    /// Output channels.
+    std::size_t out_channels() const noexcept { return out_; }
+    /// Kernel size {height, width}.
+    std::array<std::size_t, 2> kernel_size() const noexcept { return k_; }
+    /// Strides {vertical, horizontal}.
+    std::array<std::size_t, 2> stride() const noexcept { return s_; }
+    /// Zero padding {rows, columns}.
+    std::array<std::size_t, 2> padding() const noexcept { return p_; }
+
     /// Weight view [out_channels, in_channels, kh, kw] (valid once bound to a model).
     TensorView<T, 4> weight() { return make_view<T, 4>(w_, {out_, in_, k_[0], k_[1]}); }
     /// Bias view [out_channels].
@@ -145,6 +177,9 @@ private:
     static std::string axes(const std::array<std::size_t, 2>& a) {
         return a[0] == a[1] ? std::to_string(a[0]) : detail::concat("(", a[0], ", ", a[1], ")");
     }
+
+    // Output channels up to which forward computes the transposed product (see the class comment).
+    static constexpr std::size_t narrow_out = 32;
 
     std::size_t fan_in() const { return in_ * k_[0] * k_[1]; }
 
@@ -179,6 +214,7 @@ private:
         n_ = s[0];
         cols_.resize(g_.col_rows() * n_ * g_.positions());
         tmp_.resize(out_ * n_ * g_.positions());
+        dwt_.resize(out_ * g_.col_rows());
         cols_src_ = nullptr;
     }
 
@@ -190,9 +226,10 @@ private:
     T* dw_ = nullptr;
     T* db_ = nullptr;
     detail::ConvGeometry g_;
-    std::size_t n_ = 0;            // batch size the scratch buffers are sized for
-    std::vector<T> cols_;          // column matrix [in*kh*kw, n*OH*OW] of the last forward, or its gradient
-    std::vector<T> tmp_;           // [out, n*OH*OW]: the GEMM output in forward, dY reordered in backward
+    std::size_t n_ = 0;    // batch size the scratch buffers are sized for
+    std::vector<T> cols_;  // column matrix [in*kh*kw, n*OH*OW] of the last forward, or its gradient
+    std::vector<T> tmp_;   // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
+    std::vector<T> dwt_;   // the weight gradient of one backward, transposed: [in*kh*kw, out]
     const T* cols_src_ = nullptr;  // input whose columns cols_ holds (nullptr: none)
 };
 

@@ -93,6 +93,11 @@ public:
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
 
+    /// Input features.
+    std::size_t in_features() const noexcept { return in_; }
+    /// Output features.
+    std::size_t out_features() const noexcept { return out_; }
+
     /// Weight matrix view [out_features, in_features] (valid once bound to a model).
     TensorView<T, 2> weight() { return make_view<T, 2>(w_, {out_, in_}); }
     /// Bias view [out_features].

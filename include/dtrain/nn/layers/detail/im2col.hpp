@@ -42,6 +42,24 @@ struct ConvGeometry {
     std::size_t positions() const { return oh * ow; }
 };
 
+/// Sum of x[0, n) in 16 interleaved partial sums added up in a fixed order at the end: the same result
+/// on every call (no dependence on alignment), and a loop the compiler vectorises without -ffast-math.
+template <class T>
+T lane_sum(const T* x, std::size_t n) {
+    constexpr std::size_t lanes = 16;
+    T acc[lanes] = {};
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+        for (std::size_t j = 0; j < lanes; ++j)
+            acc[j] += x[i + j];
+    for (std::size_t j = 0; i < n; ++i, ++j)
+        acc[j] += x[i];
+    T total = T(0);
+    for (std::size_t j = 0; j < lanes; ++j)
+        total += acc[j];
+    return total;
+}
+
 /// For kernel offset `k` along an axis of input length `len`, stride `s` and padding `p`, the range
 /// [lo, hi) of output positions whose input index o * s + k - p lies inside [0, len).
 inline void valid_range(std::size_t k, std::size_t len, std::size_t s, std::size_t p, std::size_t out,
@@ -80,6 +98,10 @@ void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
         }
         return;
     }
+    // One row (ci, ki, kj) at a time: the valid window is the same for every sample, so each output row
+    // segment is copied for all samples in the inner loop (tight even when a sample has 1-4 positions, as
+    // in the late layers of small-image networks); rows touching padding are zeroed first.
+    const std::size_t cplane = g.c * plane;
     for (std::size_t ci = 0; ci < g.c; ++ci) {
         for (std::size_t ki = 0; ki < g.kh; ++ki) {
             std::size_t ylo, yhi;
@@ -88,30 +110,24 @@ void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
                 std::size_t xlo, xhi;
                 valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
                 T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
-                for (std::size_t s = 0; s < n; ++s) {
-                    const T* src = x + (s * g.c + ci) * plane;
-                    T* dst = row + s * pos;
-                    for (std::size_t i = 0; i < ylo * g.ow; ++i)
-                        dst[i] = T(0);
-                    for (std::size_t oy = ylo; oy < yhi; ++oy) {
-                        const T* xr = src + (oy * g.sh + ki - g.ph) * g.w;
-                        T* d = dst + oy * g.ow;
-                        for (std::size_t ox = 0; ox < xlo; ++ox)
-                            d[ox] = T(0);
-                        if (g.sw == 1) {
-                            const T* xo = xr + (xlo + kj - g.pw);
-                            T* dd = d + xlo;
-                            for (std::size_t ox = 0; ox < xhi - xlo; ++ox)
-                                dd[ox] = xo[ox];
-                        } else {
-                            for (std::size_t ox = xlo; ox < xhi; ++ox)
-                                d[ox] = xr[ox * g.sw + kj - g.pw];
-                        }
-                        for (std::size_t ox = xhi; ox < g.ow; ++ox)
-                            d[ox] = T(0);
+                if (ylo != 0 || yhi != g.oh || xlo != 0 || xhi != g.ow) std::fill(row, row + ld, T(0));
+                const std::size_t len = xhi - xlo;
+                if (ylo >= yhi || len == 0) continue;
+                for (std::size_t oy = ylo; oy < yhi; ++oy) {
+                    const T* src = x + ci * plane + (oy * g.sh + ki - g.ph) * g.w + (xlo * g.sw + kj - g.pw);
+                    T* dst = row + oy * g.ow + xlo;
+                    if (len == 1) {
+                        for (std::size_t s = 0; s < n; ++s)
+                            dst[s * pos] = src[s * cplane];
+                    } else if (g.sw == 1 && len >= 16) {
+                        for (std::size_t s = 0; s < n; ++s)
+                            std::copy(src + s * cplane, src + s * cplane + len, dst + s * pos);
+                    } else {
+                        // short runs (and strides): an element loop, cheaper than a memmove call per run
+                        for (std::size_t s = 0; s < n; ++s)
+                            for (std::size_t ox = 0; ox < len; ++ox)
+                                dst[s * pos + ox] = src[s * cplane + ox * g.sw];
                     }
-                    for (std::size_t i = yhi * g.ow; i < pos; ++i)
-                        dst[i] = T(0);
                 }
             }
         }
@@ -124,6 +140,7 @@ template <class T>
 void col2im(const T* col, std::size_t n, const ConvGeometry& g, T* dx) {
     const std::size_t plane = g.h * g.w, pos = g.positions(), ld = n * pos;
     std::fill(dx, dx + n * g.c * plane, T(0));
+    const std::size_t cplane = g.c * plane;
     for (std::size_t ci = 0; ci < g.c; ++ci) {
         for (std::size_t ki = 0; ki < g.kh; ++ki) {
             std::size_t ylo, yhi;
@@ -132,20 +149,22 @@ void col2im(const T* col, std::size_t n, const ConvGeometry& g, T* dx) {
                 std::size_t xlo, xhi;
                 valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
                 const T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
-                for (std::size_t s = 0; s < n; ++s) {
-                    T* dst = dx + (s * g.c + ci) * plane;
-                    const T* src = row + s * pos;
-                    for (std::size_t oy = ylo; oy < yhi; ++oy) {
-                        T* xr = dst + (oy * g.sh + ki - g.ph) * g.w;
-                        const T* d = src + oy * g.ow;
-                        if (g.sw == 1) {
-                            T* xo = xr + (xlo + kj - g.pw);
-                            for (std::size_t ox = 0; ox < xhi - xlo; ++ox)
-                                xo[ox] += d[xlo + ox];
-                        } else {
-                            for (std::size_t ox = xlo; ox < xhi; ++ox)
-                                xr[ox * g.sw + kj - g.pw] += d[ox];
-                        }
+                const std::size_t len = xhi - xlo;
+                if (ylo >= yhi || len == 0) continue;
+                for (std::size_t oy = ylo; oy < yhi; ++oy) {
+                    T* dst = dx + ci * plane + (oy * g.sh + ki - g.ph) * g.w + (xlo * g.sw + kj - g.pw);
+                    const T* src = row + oy * g.ow + xlo;
+                    if (len == 1) {
+                        for (std::size_t s = 0; s < n; ++s)
+                            dst[s * cplane] += src[s * pos];
+                    } else if (g.sw == 1) {
+                        for (std::size_t s = 0; s < n; ++s)
+                            for (std::size_t ox = 0; ox < len; ++ox)
+                                dst[s * cplane + ox] += src[s * pos + ox];
+                    } else {
+                        for (std::size_t s = 0; s < n; ++s)
+                            for (std::size_t ox = 0; ox < len; ++ox)
+                                dst[s * cplane + ox * g.sw] += src[s * pos + ox];
                     }
                 }
             }
