@@ -1,8 +1,19 @@
-// Training throughput of a full single-process training step (forward, loss, backward, optimizer step)
-// for the SINGA CNN and the 784-512-256-10 MLP at batch 64, the models of issue 2's benchmark.
+// Single-process throughput of the training step (forward, loss, backward, SGD step) and of inference
+// (forward in eval mode) for the SINGA CNN and the 784-512-256-10 MLP at batch 64 and the Needle ResNet9
+// at batch 128 (CIFAR-shaped input), next to the machine's own single-thread sgemm rate: on a 1024^3
+// product and on every GEMM the model's Conv2d and Dense layers run (forward, weight gradient, input
+// gradient), with their exact shapes and transposes.
 //
-// Usage: OPENBLAS_NUM_THREADS=1 bench_train_throughput [--models cnn,mlp] [--steps N] [--reps R] [--batch B]
-// Prints "dtrain <model> <median samples/s>" per model and the peak RSS of the process.
+// Usage: OPENBLAS_NUM_THREADS=1 bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer]
+//                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
+// Output, one record per line (whitespace-separated, for compare.sh):
+//   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
+//   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN> <GFLOP/s>      each layer GEMM at batch B
+//   flop <model> train|infer <FLOP per sample>                          matrix-multiply FLOP (2 per MAC)
+//   gemm_bound <model> train|infer <samples/s>                          the step if it were only its GEMMs
+//   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
+//   peak_rss_mib <MiB>                                                  of the whole process
+// --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
 #include <dtrain/dtrain.hpp>
 
 #include <sys/resource.h>
@@ -18,15 +29,82 @@
 
 namespace {
 
-dtrain::Model<float> singa_cnn() {
-    return dtrain::zoo::singa_cnn<float>(0);
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-dtrain::Model<float> mlp() {
-    return dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0);
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
 }
 
-double bench(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t batch, int steps, int reps) {
+// One GEMM of a layer: C[M, N] = op(A) op(B) with op(A) M x K and op(B) K x N, contiguous row-major.
+struct Gemm {
+    std::string pass;  // fwd, dW or dX
+    std::size_t m, n, k;
+    bool ta, tb;
+    double flop() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+// Median GFLOP/s of `g` over `reps` timings of at least ~50 ms each.
+double gemm_rate(const Gemm& g, int reps) {
+    std::vector<float> a(g.m * g.k), b(g.k * g.n), c(g.m * g.n);
+    dtrain::Rng rng(7);
+    for (auto* v : {&a, &b})
+        for (auto& x : *v)
+            x = float(rng.uniform()) - 0.5f;
+    const std::size_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+    auto once = [&] {
+        dtrain::detail::gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                             g.n);
+    };
+    once();
+    const int iters = std::max(1, int(5e-2 * 50e9 / g.flop()));  // ~50 ms at 50 GFLOP/s
+    std::vector<double> rates;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < iters; ++i)
+            once();
+        rates.push_back(g.flop() * iters / seconds_since(t0) / 1e9);
+    }
+    return median(rates);
+}
+
+// Appends the GEMMs of `layer` (and of a Residual's children) for input shape `in` at batch n;
+// `grad_in` says whether backward computes the layer's input gradient.
+void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, std::size_t n, bool grad_in,
+                   std::vector<std::pair<std::string, Gemm>>& out) {
+    if (const auto* c = dynamic_cast<const dtrain::Conv2d<float>*>(&layer)) {
+        const dtrain::Shape o = c->output_shape(in);
+        const std::size_t np = n * o[1] * o[2];
+        const std::size_t rows = c->in_channels() * c->kernel_size()[0] * c->kernel_size()[1];
+        const std::size_t co = c->out_channels();
+        out.push_back({c->name(), {"fwd", co, np, rows, false, false}});
+        out.push_back({c->name(), {"dW", co, rows, np, false, true}});
+        if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false}});
+    } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
+        const std::size_t fi = d->in_features(), fo = d->out_features();
+        out.push_back({d->name(), {"fwd", n, fo, fi, false, true}});
+        out.push_back({d->name(), {"dW", fo, fi, n, true, false}});
+        if (grad_in) out.push_back({d->name(), {"dX", n, fi, fo, false, false}});
+    } else if (const auto* r = dynamic_cast<const dtrain::Residual<float>*>(&layer)) {
+        dtrain::Shape s = in;
+        for (std::size_t i = 0; i < r->num_layers(); ++i) {
+            collect_gemms(r->layer(i), s, n, true, out);
+            s = r->layer(i).output_shape(s);
+        }
+    }
+}
+
+struct Result {
+    double samples_s, flop_per_sample;
+};
+
+// Median samples/s of `steps` training steps (or forward passes, train == false) over `reps` repetitions.
+double run_steps(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t batch, bool train,
+                 int steps, int reps) {
     dtrain::Rng rng(1);
     dtrain::Tensor<float> x =
         dtrain::Tensor<float>::from_shape(dtrain::batch_shape(batch, model.input_shape()));
@@ -37,29 +115,38 @@ double bench(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size_t b
         v = std::int32_t(rng.below(10));
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
+    float sink = 0;
     auto step = [&] {
+        if (!train) {
+            sink += model.forward(x).data()[0];
+            return;
+        }
         model.zero_grad();
         loss.compute(model.forward(x), y, grad);
         model.backward(grad);
         opt.step(model.parameters(), model.gradients());
     };
+    if (train)
+        model.train();
+    else
+        model.eval();
     for (int i = 0; i < std::max(5, steps / 10); ++i)
         step();
     std::vector<double> rates;
     for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = Clock::now();
         for (int i = 0; i < steps; ++i)
             step();
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        rates.push_back(double(steps) * double(batch) / s);
+        rates.push_back(double(steps) * double(batch) / seconds_since(t0));
     }
-    std::sort(rates.begin(), rates.end());
-    return rates[rates.size() / 2];
+    if (sink == 12345.f) std::puts("");  // keeps the forward passes observable
+    return median(rates);
 }
 
 [[noreturn]] void usage(const std::string& error) {
     if (!error.empty()) std::cerr << "bench_train_throughput: " << error << "\n";
-    std::cerr << "usage: bench_train_throughput [--models cnn,mlp] [--steps N] [--reps R] [--batch B]\n";
+    std::cerr << "usage: bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer] [--steps N] "
+                 "[--reps R] [--batch B] [--no-gemm]\n";
     std::exit(error.empty() ? 0 : 2);
 }
 
@@ -70,17 +157,33 @@ int parse_int(const std::string& flag, const char* v) {
     return int(x);
 }
 
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        out.push_back(item);
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string models = "cnn,mlp";
-    int steps = 100, reps = 5, batch = 64;
+    std::string models = "cnn,mlp,resnet9", modes = "train,infer";
+    int steps = 100, reps = 5, batch = 0;
+    bool gemms = true;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--help" || a == "-h") usage("");
+        if (a == "--no-gemm") {
+            gemms = false;
+            continue;
+        }
         if (i + 1 >= argc) usage("missing value after " + a);
         if (a == "--models")
             models = argv[++i];
+        else if (a == "--modes")
+            modes = argv[++i];
         else if (a == "--steps")
             steps = parse_int(a, argv[++i]);
         else if (a == "--reps")
@@ -90,21 +193,57 @@ int main(int argc, char** argv) {
         else
             usage("unknown flag " + a);
     }
-    std::stringstream ss(models);
-    std::string name;
-    while (std::getline(ss, name, ',')) {
-        if (name == "cnn") {
-            auto m = singa_cnn();
-            dtrain::SGD<float> opt(dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5));
-            std::printf("dtrain cnn %.1f\n", bench(m, opt, std::size_t(batch), steps, reps));
-        } else if (name == "mlp") {
-            auto m = mlp();
-            dtrain::SGD<float> opt(dtrain::SGDOptions().lr(0.01).momentum(0.9));
-            std::printf("dtrain mlp %.1f\n", bench(m, opt, std::size_t(batch), steps, reps));
-        } else {
-            usage("unknown model '" + name + "' (known: cnn, mlp)");
+    for (const auto& m : split(modes))
+        if (m != "train" && m != "infer") usage("unknown mode '" + m + "' (known: train, infer)");
+    const double peak = gemm_rate({"", 1024, 1024, 1024, false, false}, std::max(reps, 3));
+    std::printf("sgemm 1024x1024x1024 %.1f\n", peak);
+    for (const auto& name : split(models)) {
+        if (name != "cnn" && name != "mlp" && name != "resnet9")
+            usage("unknown model '" + name + "' (known: cnn, mlp, resnet9)");
+        dtrain::Model<float> model = name == "cnn"   ? dtrain::zoo::singa_cnn<float>(0)
+                                     : name == "mlp" ? dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0)
+                                                     : dtrain::zoo::resnet9<float>(0);
+        // The optimizer settings of pytorch_train.py; ResNet9 at batch 128 as in the Needle report.
+        std::size_t b = name == "resnet9" ? 128 : 64;
+        dtrain::SGDOptions so =
+            name == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
+            : name == "mlp" ? dtrain::SGDOptions().lr(0.01).momentum(0.9)
+                            : dtrain::SGDOptions().lr(0.01).momentum(0.9).weight_decay(1e-4);
+        if (batch > 0) b = std::size_t(batch);
+        std::vector<std::pair<std::string, Gemm>> gs;
+        dtrain::Shape in = model.input_shape();
+        for (std::size_t i = 0; i < model.num_layers(); ++i) {
+            collect_gemms(model.layer(i), in, b, i > 0, gs);
+            in = model.layer_output_shape(i);
         }
-        std::fflush(stdout);
+        double flop_train = 0, flop_infer = 0, bound_train = 0, bound_infer = 0;
+        for (std::size_t i = 0; i < gs.size(); ++i) {
+            const Gemm& g = gs[i].second;
+            const double rate = gemms ? gemm_rate(g, 3) : 0.0;
+            if (gemms)
+                std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s\n", name.c_str(), i, g.pass.c_str(),
+                            g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str());
+            flop_train += g.flop() / double(b);
+            if (gemms) bound_train += g.flop() / (rate * 1e9);
+            if (g.pass == "fwd") {
+                flop_infer += g.flop() / double(b);
+                if (gemms) bound_infer += g.flop() / (rate * 1e9);
+            }
+        }
+        dtrain::SGD<float> opt(so);
+        for (const auto& mode : split(modes)) {
+            const bool train = mode == "train";
+            const double flop = train ? flop_train : flop_infer;
+            std::printf("flop %s %s %.0f\n", name.c_str(), mode.c_str(), flop);
+            if (gemms)
+                std::printf("gemm_bound %s %s %.1f\n", name.c_str(), mode.c_str(),
+                            double(b) / (train ? bound_train : bound_infer));
+            const double rate = run_steps(model, opt, b, train, steps, reps);
+            const double gflops = rate * flop / 1e9;
+            std::printf("dtrain %s %s %.1f %.2f %.3f\n", name.c_str(), mode.c_str(), rate, gflops,
+                        gflops / peak);
+            std::fflush(stdout);
+        }
     }
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
