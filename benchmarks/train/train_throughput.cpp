@@ -8,11 +8,13 @@
 //                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
 // Output, one record per line (whitespace-separated, for compare.sh):
 //   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
-//   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN> <GFLOP/s>      each layer GEMM at batch B
-//   flop <model> train|infer <FLOP per sample>                          matrix-multiply FLOP (2 per MAC)
+//   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN> <GFLOP/s>      each layer GEMM at batch B, as run
+//   flop <model> train|infer <FLOP per sample>                          nominal Conv2d/Dense FLOP (2 per MAC)
 //   gemm_bound <model> train|infer <samples/s>                          the step if it were only its GEMMs
 //   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
 //   peak_rss_mib <MiB>                                                  of the whole process
+// GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's
+// 1x1 maps) counts the skipped work as done, as FLOP counters and vendor libraries report it.
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
 #include <dtrain/dtrain.hpp>
 
@@ -45,6 +47,8 @@ struct Gemm {
     std::string pass;  // fwd, dW or dX
     std::size_t m, n, k;
     bool ta, tb;
+    double nominal =
+        1.0;  // nominal FLOP / executed FLOP (> 1 when a Conv2d skips taps that see only padding)
     double flop() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -79,11 +83,24 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
     if (const auto* c = dynamic_cast<const dtrain::Conv2d<float>*>(&layer)) {
         const dtrain::Shape o = c->output_shape(in);
         const std::size_t np = n * o[1] * o[2];
-        const std::size_t rows = c->in_channels() * c->kernel_size()[0] * c->kernel_size()[1];
-        const std::size_t co = c->out_channels();
-        out.push_back({c->name(), {"fwd", co, np, rows, false, false}});
-        out.push_back({c->name(), {"dW", co, rows, np, false, true}});
-        if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false}});
+        // The GEMMs Conv2d runs: K counts only the kernel taps that meet the input (see Conv2d), while the
+        // FLOP count is the nominal one (every tap), as FLOP counters report convolutions.
+        dtrain::detail::ConvGeometry geo;
+        geo.c = c->in_channels();
+        geo.h = in[1];
+        geo.w = in[2];
+        geo.kh = c->kernel_size()[0];
+        geo.kw = c->kernel_size()[1];
+        geo.sh = c->stride()[0];
+        geo.sw = c->stride()[1];
+        geo.ph = c->padding()[0];
+        geo.pw = c->padding()[1];
+        geo.finish();
+        const std::size_t rows = geo.col_rows(), nominal = geo.c * geo.kh * geo.kw, co = c->out_channels();
+        const double f = double(nominal) / double(rows);
+        out.push_back({c->name(), {"fwd", co, np, rows, false, false, f}});
+        out.push_back({c->name(), {"dW", co, rows, np, false, true, f}});
+        if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
         out.push_back({d->name(), {"fwd", n, fo, fi, false, true}});
@@ -223,10 +240,10 @@ int main(int argc, char** argv) {
             if (gemms)
                 std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s\n", name.c_str(), i, g.pass.c_str(),
                             g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str());
-            flop_train += g.flop() / double(b);
+            flop_train += g.flop() * g.nominal / double(b);
             if (gemms) bound_train += g.flop() / (rate * 1e9);
             if (g.pass == "fwd") {
-                flop_infer += g.flop() / double(b);
+                flop_infer += g.flop() * g.nominal / double(b);
                 if (gemms) bound_infer += g.flop() / (rate * 1e9);
             }
         }

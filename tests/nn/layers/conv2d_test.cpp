@@ -74,6 +74,9 @@ TEST_CASE("Conv2d: forward equals a direct convolution for several kernels, stri
         {2, 40, 5, 20, {3, 3}, {1, 1}, {1, 1}},
         {3, 33, 6, 18, {3, 3}, {2, 1}, {1, 2}},
         {4, 36, 1, 1, {3, 3}, {2, 2}, {1, 1}},
+        // taps that see only padding (left out of the columns): some of them, and all of them (output = bias)
+        {2, 3, 2, 3, {5, 5}, {2, 3}, {2, 2}},
+        {1, 2, 1, 1, {1, 1}, {3, 3}, {2, 2}},
     };
     Rng rng(11);
     for (const auto& cc : cases) {
@@ -102,6 +105,7 @@ TEST_CASE("Conv2d: gradients match finite differences (stride, padding, non-squa
         // row and sample), runs of 16+ values
         {3, 33, 2, 2, {3, 3}, {2, 2}, {1, 1}},
         {2, 34, 3, 17, {3, 3}, {1, 1}, {1, 1}},
+        {4, 8, 1, 1, {3, 3}, {1, 1}, {1, 1}},  // only the centre tap sees the input
     };
     Rng rng(5);
     for (const auto& cc : cases) {

@@ -27,15 +27,17 @@ namespace dtrain {
 /// channels the GEMM computes the transposed product [batch*OH*OW, out] = cols^T * W^T instead, and
 /// backward always computes dW^T = cols * dY^T [in*kh*kw, out] and adds its transpose: OpenBLAS runs a
 /// GEMM whose M is the short side at 0.5-0.8 of the rate of the same product with M the long side
-/// (bench_train_throughput's layer GEMMs; benchmarks/README.md). Backward reorders dY to
-/// [out, batch*OH*OW], computes the weight gradient from the columns cached by forward, and
-/// dcols = W^T * dY (one GEMM, written over the cached columns) is folded back into dX (col2im). The
-/// columns are reused only if backward gets the same input tensor (same data pointer and shape) as the
-/// last forward and no backward has consumed them yet; otherwise they are recomputed. Scratch (the column
-/// matrix, one [out, batch*OH*OW] matrix and one weight-sized matrix; about 9 MB for Conv2d(20, 50, 5) at
-/// batch 64) is sized on the first batch of a given input shape and batch size and reused. Measured
-/// against one small GEMM per sample (bench_train_throughput, SINGA CNN, batch 64, 1 BLAS thread): about
-/// 3% fewer samples/s (within the machine's noise) and 15 MiB more peak memory.
+/// (bench_train_throughput's layer GEMMs; benchmarks/README.md). Kernel taps that meet only padding at
+/// every output position (all but the centre of a 3x3 kernel with padding 1 on a 1x1 map) are left out
+/// of the columns and of the GEMMs. Backward reorders dY to [out, batch*OH*OW], computes the weight
+/// gradient from the columns cached by forward, and dcols = W^T * dY (one GEMM, written over the cached
+/// columns) is folded back into dX (col2im). The columns are reused only if backward gets the same input
+/// tensor (same data pointer and shape) as the last forward and no backward has consumed them yet;
+/// otherwise they are recomputed. Scratch (the column matrix, one [out, batch*OH*OW] matrix and one or two
+/// weight-sized matrices; about 9 MB for Conv2d(20, 50, 5) at batch 64) is sized on the first batch of a
+/// given input shape and batch size and reused. Measured against one small GEMM per sample
+/// (bench_train_throughput, SINGA CNN, batch 64, 1 BLAS thread): about 3% fewer samples/s (within the
+/// machine's noise) and 15 MiB more peak memory.
 template <class T = float>
 class Conv2d final : public Layer<T> {
 public:
@@ -91,10 +93,12 @@ public:
         if (n_ == 0) return;
         detail::im2col(in.data(), n_, g_, cols_.data());
         cols_src_ = in.data();
-        if (out_ <= narrow_out) {
+        const T* w = used_weights();
+        if (rows == 0) std::fill(tmp_.begin(), tmp_.end(), T(0));  // every tap sees only padding
+        if (rows > 0 && out_ <= narrow_out) {
             // tmp [n*pos, out] = cols^T [n*pos, rows] * W^T [rows, out], then
             // out[s][c][p] = tmp[s*pos + p][c] + bias[c]: faster with few output channels (class comment).
-            detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w_, rows, T(0), tmp_.data(),
+            detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w, rows, T(0), tmp_.data(),
                          out_);
             for (std::size_t s = 0; s < n_; ++s) {
                 const T* src = tmp_.data() + s * pos * out_;
@@ -109,7 +113,9 @@ public:
         }
         // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
         // out[s][c][p] = tmp[c][s*pos + p] + bias[c]
-        detail::gemm(false, false, out_, np, rows, T(1), w_, rows, cols_.data(), np, T(0), tmp_.data(), np);
+        if (rows > 0)
+            detail::gemm(false, false, out_, np, rows, T(1), w, rows, cols_.data(), np, T(0), tmp_.data(),
+                         np);
         for (std::size_t s = 0; s < n_; ++s) {
             for (std::size_t c = 0; c < out_; ++c) {
                 const T bias = b_[c];
@@ -141,15 +147,24 @@ public:
         if (cols_src_ != in.data()) detail::im2col(in.data(), n_, g_, cols_.data());
         // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
         // side (rows) as the GEMM's M this runs faster than dW = gY * cols^T (see the class comment).
-        detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0), dwt_.data(),
-                     out_);
+        // Taps that see only padding are not in the columns; their weight gradient is 0.
+        if (rows > 0)
+            detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0),
+                         dwt_.data(), out_);
+        const std::size_t nkh = g_.k1h - g_.k0h, nkw = g_.k1w - g_.k0w;
         for (std::size_t c = 0; c < out_; ++c)
-            for (std::size_t r = 0; r < rows; ++r)
-                dw_[c * rows + r] += dwt_[r * out_ + c];
+            for (std::size_t ci = 0, r = 0; ci < in_; ++ci)
+                for (std::size_t ki = 0; ki < nkh; ++ki) {
+                    T* d = dw_ + c * fan_in() + (ci * k_[0] + g_.k0h + ki) * k_[1] + g_.k0w;
+                    for (std::size_t kj = 0; kj < nkw; ++kj, ++r)
+                        d[kj] += dwt_[r * out_ + c];
+                }
         cols_src_ = nullptr;
         if (!need_grad_in) return;
         // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX
-        detail::gemm(true, false, rows, np, out_, T(1), w_, rows, tmp_.data(), np, T(0), cols_.data(), np);
+        if (rows > 0)
+            detail::gemm(true, false, rows, np, out_, T(1), used_weights(), rows, tmp_.data(), np, T(0),
+                         cols_.data(), np);
         detail::col2im(cols_.data(), n_, g_, grad_in.data());
     }
 
@@ -204,6 +219,21 @@ private:
         return g;
     }
 
+    // The weights of the used taps as a [out, col_rows()] matrix: the bound weights themselves when every
+    // tap is used, else a copy of the used [k0h, k1h) x [k0w, k1w) window of each kernel.
+    const T* used_weights() {
+        if (g_.full_kernel()) return w_;
+        const std::size_t nkh = g_.k1h - g_.k0h, nkw = g_.k1w - g_.k0w;
+        T* d = wused_.data();
+        for (std::size_t c = 0; c < out_; ++c)
+            for (std::size_t ci = 0; ci < in_; ++ci)
+                for (std::size_t ki = 0; ki < nkh; ++ki, d += nkw) {
+                    const T* src = w_ + c * fan_in() + (ci * k_[0] + g_.k0h + ki) * k_[1] + g_.k0w;
+                    std::copy(src, src + nkw, d);
+                }
+        return wused_.data();
+    }
+
     // Validates the batch shape and sizes the scratch buffers; cheap when the shape is unchanged.
     void prepare(const Tensor<T>& in) {
         const auto& s = in.shape();
@@ -215,6 +245,7 @@ private:
         cols_.resize(g_.col_rows() * n_ * g_.positions());
         tmp_.resize(out_ * n_ * g_.positions());
         dwt_.resize(out_ * g_.col_rows());
+        wused_.resize(g_.full_kernel() ? 0 : out_ * g_.col_rows());
         cols_src_ = nullptr;
     }
 
@@ -226,10 +257,11 @@ private:
     T* dw_ = nullptr;
     T* db_ = nullptr;
     detail::ConvGeometry g_;
-    std::size_t n_ = 0;    // batch size the scratch buffers are sized for
-    std::vector<T> cols_;  // column matrix [in*kh*kw, n*OH*OW] of the last forward, or its gradient
-    std::vector<T> tmp_;   // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
-    std::vector<T> dwt_;   // the weight gradient of one backward, transposed: [in*kh*kw, out]
+    std::size_t n_ = 0;     // batch size the scratch buffers are sized for
+    std::vector<T> cols_;   // column matrix [col_rows, n*OH*OW] of the last forward, or its gradient
+    std::vector<T> tmp_;    // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
+    std::vector<T> dwt_;    // the weight gradient of one backward, transposed: [col_rows, out]
+    std::vector<T> wused_;  // the used taps' weights [out, col_rows] when some taps see only padding
     const T* cols_src_ = nullptr;  // input whose columns cols_ holds (nullptr: none)
 };
 

@@ -5,6 +5,19 @@
 
 namespace dtrain::detail {
 
+/// For kernel offset `k` along an axis of input length `len`, stride `s` and padding `p`, the range
+/// [lo, hi) of output positions whose input index o * s + k - p lies inside [0, len).
+inline void valid_range(std::size_t k, std::size_t len, std::size_t s, std::size_t p, std::size_t out,
+                        std::size_t& lo, std::size_t& hi) {
+    lo = k >= p ? 0 : (p - k + s - 1) / s;
+    if (len + p <= k) {
+        lo = hi = 0;
+        return;
+    }
+    hi = std::min(out, (len + p - k - 1) / s + 1);
+    lo = std::min(lo, hi);
+}
+
 /// Geometry of a 2-D convolution on one sample: input [c, h, w], kernel [kh, kw], strides, zero
 /// paddings and the resulting output size [oh, ow]. Requires h + 2 ph >= kh and w + 2 pw >= kw.
 struct ConvGeometry {
@@ -30,16 +43,41 @@ struct ConvGeometry {
     std::size_t oh = 0;
     /// Output width (set by finish()).
     std::size_t ow = 0;
+    /// Kernel rows [k0h, k1h) and columns [k0w, k1w) that meet the input at some output position (set by
+    /// finish()); the other taps see only padding, e.g. all but the centre of a 3x3 kernel with padding 1
+    /// on a 1x1 map, and are left out of the column matrix.
+    std::size_t k0h = 0, k1h = 0, k0w = 0, k1w = 0;
 
-    /// Computes oh and ow from the other fields.
+    /// Computes oh, ow and the used kernel taps from the other fields.
     void finish() {
         oh = (h + 2 * ph - kh) / sh + 1;
         ow = (w + 2 * pw - kw) / sw + 1;
+        used_taps(kh, h, sh, ph, oh, k0h, k1h);
+        used_taps(kw, w, sw, pw, ow, k0w, k1w);
     }
-    /// Rows of the column matrix: c * kh * kw.
-    std::size_t col_rows() const { return c * kh * kw; }
+    /// Rows of the column matrix: c * (k1h - k0h) * (k1w - k0w), one per channel and used tap.
+    std::size_t col_rows() const { return c * (k1h - k0h) * (k1w - k0w); }
+    /// True when every kernel tap is used (the column matrix has c * kh * kw rows).
+    bool full_kernel() const { return k0h == 0 && k1h == kh && k0w == 0 && k1w == kw; }
     /// Output positions per sample: oh * ow.
     std::size_t positions() const { return oh * ow; }
+
+private:
+    // The kernel offsets [lo, hi) along one axis whose valid output range is not empty (a contiguous range).
+    static void used_taps(std::size_t k, std::size_t len, std::size_t s, std::size_t p, std::size_t out,
+                          std::size_t& lo, std::size_t& hi) {
+        lo = k;
+        hi = 0;
+        for (std::size_t t = 0; t < k; ++t) {
+            std::size_t a, b;
+            valid_range(t, len, s, p, out, a, b);
+            if (a < b) {
+                lo = std::min(lo, t);
+                hi = t + 1;
+            }
+        }
+        if (hi == 0) lo = 0;
+    }
 };
 
 /// Sum of x[0, n) in 16 interleaved partial sums added up in a fixed order at the end: the same result
@@ -60,21 +98,8 @@ T lane_sum(const T* x, std::size_t n) {
     return total;
 }
 
-/// For kernel offset `k` along an axis of input length `len`, stride `s` and padding `p`, the range
-/// [lo, hi) of output positions whose input index o * s + k - p lies inside [0, len).
-inline void valid_range(std::size_t k, std::size_t len, std::size_t s, std::size_t p, std::size_t out,
-                        std::size_t& lo, std::size_t& hi) {
-    lo = k >= p ? 0 : (p - k + s - 1) / s;
-    if (len + p <= k) {
-        lo = hi = 0;
-        return;
-    }
-    hi = std::min(out, (len + p - k - 1) / s + 1);
-    lo = std::min(lo, hi);
-}
-
-/// Unfolds a batch of `n` samples x [n, c, h, w] into the column matrix col [c*kh*kw, n*oh*ow] (row
-/// (ci, ki, kj), column (sample, oy, ox)), writing zeros where the kernel covers padding.
+/// Unfolds a batch of `n` samples x [n, c, h, w] into the column matrix col [g.col_rows(), n*oh*ow] (row
+/// (ci, ki, kj) over the used taps, column (sample, oy, ox)), writing zeros where the kernel covers padding.
 template <class T>
 void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
     const std::size_t plane = g.h * g.w, pos = g.positions(), ld = n * pos;
@@ -102,14 +127,14 @@ void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
     // segment is copied for all samples in the inner loop (tight even when a sample has 1-4 positions, as
     // in the late layers of small-image networks); rows touching padding are zeroed first.
     const std::size_t cplane = g.c * plane;
+    T* row = col;
     for (std::size_t ci = 0; ci < g.c; ++ci) {
-        for (std::size_t ki = 0; ki < g.kh; ++ki) {
+        for (std::size_t ki = g.k0h; ki < g.k1h; ++ki) {
             std::size_t ylo, yhi;
             valid_range(ki, g.h, g.sh, g.ph, g.oh, ylo, yhi);
-            for (std::size_t kj = 0; kj < g.kw; ++kj) {
+            for (std::size_t kj = g.k0w; kj < g.k1w; ++kj, row += ld) {
                 std::size_t xlo, xhi;
                 valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
-                T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
                 if (ylo != 0 || yhi != g.oh || xlo != 0 || xhi != g.ow) std::fill(row, row + ld, T(0));
                 const std::size_t len = xhi - xlo;
                 if (ylo >= yhi || len == 0) continue;
@@ -134,21 +159,21 @@ void im2col(const T* x, std::size_t n, const ConvGeometry& g, T* col) {
     }
 }
 
-/// Adjoint of im2col: folds col [c*kh*kw, n*oh*ow] back into dx [n, c, h, w], summing overlapping
+/// Adjoint of im2col: folds col [g.col_rows(), n*oh*ow] back into dx [n, c, h, w], summing overlapping
 /// contributions. Overwrites dx (padding contributions are dropped).
 template <class T>
 void col2im(const T* col, std::size_t n, const ConvGeometry& g, T* dx) {
     const std::size_t plane = g.h * g.w, pos = g.positions(), ld = n * pos;
     std::fill(dx, dx + n * g.c * plane, T(0));
     const std::size_t cplane = g.c * plane;
+    const T* row = col;
     for (std::size_t ci = 0; ci < g.c; ++ci) {
-        for (std::size_t ki = 0; ki < g.kh; ++ki) {
+        for (std::size_t ki = g.k0h; ki < g.k1h; ++ki) {
             std::size_t ylo, yhi;
             valid_range(ki, g.h, g.sh, g.ph, g.oh, ylo, yhi);
-            for (std::size_t kj = 0; kj < g.kw; ++kj) {
+            for (std::size_t kj = g.k0w; kj < g.k1w; ++kj, row += ld) {
                 std::size_t xlo, xhi;
                 valid_range(kj, g.w, g.sw, g.pw, g.ow, xlo, xhi);
-                const T* row = col + ((ci * g.kh + ki) * g.kw + kj) * ld;
                 const std::size_t len = xhi - xlo;
                 if (ylo >= yhi || len == 0) continue;
                 for (std::size_t oy = ylo; oy < yhi; ++oy) {
