@@ -2,8 +2,9 @@
 # A simulated cluster on one machine: N network namespaces ("hosts") joined through a bridge, each with an
 # eth0 whose egress is shaped (rate, delay, loss), so that MPI ranks on different hosts talk over a real
 # TCP path instead of shared memory. Addresses are 198.18.0.1 ... 198.18.0.N (198.18.0.0/15 is reserved
-# for benchmarking, RFC 2544); nothing is sent anywhere else. Needs root (CAP_NET_ADMIN), iproute2 and
-# tc (Debian: iproute2), python3 for the rate check, and Open MPI or MPICH.
+# for benchmarking, RFC 2544); nothing is sent anywhere else. Programs run as host I have the hostname
+# dtrain-cl-hI (a UTS namespace of their own). Needs root (CAP_NET_ADMIN), iproute2 and tc (Debian:
+# iproute2), unshare (util-linux), python3 for the rate check, and Open MPI or MPICH.
 #
 # Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--no-check]
 #          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
@@ -23,8 +24,10 @@
 # `ip netns exec` by the launcher script in the state directory. Extra environment:
 # DTRAIN_CLUSTER_ENV="VAR=value ..." (passed to every rank).
 #   Open MPI 4.1 (recommended, reliable): --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0
-#   --mca oob_tcp_if_include eth0 --mca plm_rsh_agent <launcher> -H 198.18.0.1,... --map-by node;
-#   programs must be built with mpicxx.openmpi. A 16 MiB all-reduce sends >= 16 MiB on each eth0.
+#   --mca oob_tcp_if_include eth0 --mca plm_rsh_agent <launcher> -H 198.18.0.1,... --map-by node
+#   --bind-to none (each host's daemon sees the whole machine, and its default binding of up to 2 ranks, one
+#   core each from core 0, put every host's rank on core 0); programs must be built with mpicxx.openmpi.
+#   A 16 MiB all-reduce sends >= 16 MiB on each eth0.
 #   MPICH 4.0 on UCX: UCX_TLS=tcp,self (with UCX's default transports the ranks of two namespaces still
 #   find each other's shared memory and the link carries nothing), UCX_NET_DEVICES=eth0; hydra with
 #   -launcher rsh -launcher-exec <launcher> and -iface eth0.
@@ -62,11 +65,23 @@ in_ns() {
     shift
     ip netns exec "$ns" "$@"
 }
+# Runs a command as host $1: in its network namespace and in a UTS namespace of its own whose hostname is
+# the namespace's name. One shared hostname made the hosts' Open MPI daemons share one session directory
+# (/tmp/ompi.HOSTNAME.UID/jf.JOB), where their PMIx servers' files collided ("PMIX ERROR: ERROR in file
+# dstore_base.c at line 1709" in some 3-host runs).
+in_host() {
+    local ns
+    ns=$(host_ns "$1")
+    shift
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
+}
 
 need_root() {
     [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces need CAP_NET_ADMIN); run it with sudo"
     command -v ip > /dev/null || die "needs iproute2 (ip, tc): apt-get install iproute2"
     command -v tc > /dev/null || die "needs tc (Debian package iproute2)"
+    command -v unshare > /dev/null || die "needs unshare (Debian package util-linux)"
     if ! ip netns add "$PREFIX-probe" 2> /dev/null; then
         die "cannot create a network namespace here (no permission, or the kernel or container forbids it)"
     fi
@@ -193,10 +208,11 @@ up() {
     done
     cat > "$STATE/launcher" << EOF
 #!/bin/sh
-# hydra's and Open MPI's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace.
-host=\$1
+# hydra's and Open MPI's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace,
+# with HOST's own hostname (see in_host in scripts/cluster.sh).
+ns=$PREFIX-h\${1##*.}
 shift
-exec ip netns exec "$PREFIX-h\${host##*.}" sh -c "\$*"
+exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$*"' "\$ns" "\$@"
 EOF
     chmod +x "$STATE/launcher"
     printf 'rate=%s burst=%s delay=%s loss=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" > "$STATE/link"
@@ -237,7 +253,12 @@ run() {
     local mpi=${DTRAIN_CLUSTER_MPI:-}
     if [ -z "$mpi" ]; then
         mpi=mpich
-        ldd "$(command -v "$1" || echo "$1")" 2> /dev/null | grep -q 'libmpi\.so\.40' && mpi=openmpi
+        # Not `ldd | grep -q`: grep -q ends at the first match, ldd may then die of SIGPIPE, and with
+        # pipefail the match counted as a miss (2 in 20 tries): hydra then ran an Open MPI program as N
+        # singletons of one rank each.
+        case "$(ldd "$(command -v "$1" || echo "$1")" 2> /dev/null || true)" in
+            *libmpi.so.40*) mpi=openmpi ;;
+        esac
     fi
     local before after
     before=$(counters)
@@ -249,15 +270,15 @@ run() {
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
             for w in ${DTRAIN_CLUSTER_ENV:-}; do xs+=(-x "$w"); done
             hostlist=$(paste -sd, "$STATE/hostfile")
-            in_ns "$(host_ns 1)" "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
-                -H "$hostlist" --map-by node --oversubscribe -n "$np" \
+            in_host 1 "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
+                -H "$hostlist" --map-by node --bind-to none --oversubscribe -n "$np" \
                 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
                 --mca oob_tcp_if_include eth0 --mca plm_rsh_agent "$STATE/launcher" \
                 "${xs[@]}" "$@" || status=$?
             ;;
         mpich)
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
-            in_ns "$(host_ns 1)" env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
+            in_host 1 env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
                 "$MPIEXEC" -f "$STATE/hostfile" -launcher rsh -launcher-exec "$STATE/launcher" -iface eth0 \
                 -n "$np" "$@" || status=$?
             ;;
