@@ -6,7 +6,8 @@
 #              scripts/test.sh's openmpi configuration. Debian then makes Open MPI the default mpiexec and
 #              mpicxx (update-alternatives); dtrain's scripts name MPICH's explicitly, and
 #              `update-alternatives --set mpirun /usr/bin/mpirun.mpich` (and `--set mpi /usr/bin/mpicc.mpich`)
-#              makes MPICH the default again.
+#              makes MPICH the default again. Also iproute2 (ip, tc), for the multihost tests that this
+#              configuration runs on simulated hosts (scripts/cluster.sh).
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
@@ -15,7 +16,7 @@ pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-de
       python3-sklearn)
 for a in "$@"; do
   case "$a" in
-    --openmpi) pkgs+=(openmpi-bin libopenmpi-dev) ;;
+    --openmpi) pkgs+=(openmpi-bin libopenmpi-dev iproute2) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
     *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --plot --torch)" >&2; exit 2 ;;
