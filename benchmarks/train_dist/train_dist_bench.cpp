@@ -10,9 +10,15 @@
 //            [--policies collective,ring,naive] [--overlap 0,1] [--bucket-bytes B] [--steps N] [--reps R]
 //            [--batch B] [--overhead [--control] [--rounds K]] [--overhead-count [--warmup W]]
 //            [--compare] [--budget] [--funneled] [--timeline trace.json]
-// Prints, per configuration, one line
+//            [--compression none|fp16|bf16|topk [--topk-ratio R]]
+// --compression sets SyncOptions::compression (and --topk-ratio its topk_ratio, default 0.01) of every
+// DistOptimizer the run builds (also those of --compare and --budget; --budget's all-reduce alone stays
+// uncompressed). Prints, per configuration, one line
 //   result <model> <policy> overlap=<0|1> ranks=<P> bucket_bytes=<B> buckets=<n> median=<samples/s> min=<>
 //          max=<> backward_ms=<mean ms in zero_grad+forward+backward> step_ms=<mean ms in step()>
+//          compression=<none|fp16|bf16|topk(ratio=R)> grad_bytes=<bytes of the float gradient>
+//          wire_bytes=<bytes the ranks all-reduce per step: the gradient, its 16-bit form, or top-k's
+//          ranks x k (index, value) pairs of 8 bytes per bucket>
 // and with --overhead (--reps = number of pairs, --steps = steps per timed half, --rounds = rounds with
 // fresh models, the roles of the two model slots swapped every round; default reps/20 within 2..20)
 //   overhead <model> pairs=<> rounds=<> steps_per_half=<> ratio_balanced=<dist time / bare time, placement-
@@ -31,7 +37,9 @@
 //           overlap_speedup=<time without / time with overlap>
 // and with --budget (two or more ranks; see bench_budget)
 //   budget <model> <policy> ranks=<P> ... eff_no_overlap=<> eff_overlap=<> ceiling=<> comm=<> bound=<>
-//          residual_overlap=<> t1_ms=<> reduce_ms=<>
+//          residual_overlap=<> t1_ms=<> reduce_ms=<> both_ms=<> grad_bytes=<>
+//   (medians over rounds; t1_ms: rank 0's bare step alone, both_ms: the bare step on every rank with no
+//   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step)
 #include <dtrain/dtrain.hpp>
 
 #include <algorithm>
@@ -116,6 +124,28 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Bytes every rank contributes to the all-reduces of one step with options `o` over `buckets`: the float
+/// gradient (None), its 16-bit form (Fp16, Bf16), or for TopK the zero-padded ranks x k (index, value)
+/// pairs of 32-bit words per bucket (see dtrain::GradientCompressor).
+std::size_t wire_bytes(const std::vector<dtrain::Bucket>& buckets, const dtrain::SyncOptions& o, int ranks) {
+    std::size_t bytes = 0;
+    for (const dtrain::Bucket& b : buckets) {
+        switch (o.compression) {
+            case dtrain::Compression::Fp16:
+            case dtrain::Compression::Bf16:
+                bytes += 2 * b.size;
+                break;
+            case dtrain::Compression::TopK:
+                bytes += std::size_t(ranks) * dtrain::topk_count(b.size, o.topk_ratio) * 8;
+                break;
+            default:
+                bytes += sizeof(float) * b.size;
+                break;
+        }
+    }
+    return bytes;
+}
+
 /// Builds the model and DistOptimizer<Comm> and returns a callable doing one full training step.
 template <class Comm>
 struct DistRun {
@@ -166,10 +196,12 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::SyncO
     if (rank == 0) {
         std::printf(
             "result %s %s overlap=%d ranks=%d bucket_bytes=%zu buckets=%zu median=%.1f min=%.1f max=%.1f "
-            "backward_ms=%.3f step_ms=%.3f\n",
+            "backward_ms=%.3f step_ms=%.3f compression=%s grad_bytes=%zu wire_bytes=%zu\n",
             s.model.c_str(), policy.c_str(), int(o.overlap), size, o.bucket_bytes, run.opt->buckets().size(),
             median(rates), *std::min_element(rates.begin(), rates.end()),
-            *std::max_element(rates.begin(), rates.end()), 1e3 * run.compute_s / n, 1e3 * run.step_s / n);
+            *std::max_element(rates.begin(), rates.end()), 1e3 * run.compute_s / n, 1e3 * run.step_s / n,
+            dtrain::describe_compression(o.compression, o.topk_ratio).c_str(),
+            sizeof(float) * run.model.num_parameters(), wire_bytes(run.opt->buckets(), o, size));
         std::fflush(stdout);
     }
 }
@@ -435,10 +467,8 @@ struct CompareSides {
     Side bare;
     DistRun<Comm> plain, overlapped;
 
-    CompareSides(const Setup& s, std::size_t bucket_bytes, int rank)
-        : bare(s, rank),
-          plain(s, options(bucket_bytes, false), rank),
-          overlapped(s, options(bucket_bytes, true), rank) {}
+    CompareSides(const Setup& s, const dtrain::SyncOptions& base, int rank)
+        : bare(s, rank), plain(s, options(base, false), rank), overlapped(s, options(base, true), rank) {}
 
     /// A few untimed steps of each side.
     void warm_up(const Setup& s) {
@@ -450,9 +480,7 @@ struct CompareSides {
     }
 
 private:
-    static dtrain::SyncOptions options(std::size_t bucket_bytes, bool overlap) {
-        dtrain::SyncOptions o;
-        o.bucket_bytes = bucket_bytes;
+    static dtrain::SyncOptions options(dtrain::SyncOptions o, bool overlap) {
         o.overlap = overlap;
         return o;
     }
@@ -463,8 +491,10 @@ private:
 /// the per-round time ratios, so slow machine-load drifts cancel. bare/dist is the in-process scaling
 /// efficiency (every rank computes concurrently in (a) too, so memory-bandwidth sharing is factored out).
 template <class Comm>
-void bench_compare(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
-    CompareSides<Comm> sides(s, bucket_bytes, rank);
+void bench_compare(const std::string& policy, const Setup& s, const dtrain::SyncOptions& base, int rank,
+                   int size) {
+    const std::size_t bucket_bytes = base.bucket_bytes;
+    CompareSides<Comm> sides(s, base, rank);
     auto& plain = sides.plain;
     auto& overlapped = sides.overlapped;
     auto bare_step = [&] { sides.bare.bare_step(); };
@@ -535,8 +565,10 @@ double all_seconds_per_step(Step&& step, int steps) {
 ///   overlap the reduction with (one rank per core), and residual = efficiency / bound (waiting for the
 ///   slowest rank at every step, interference between compute and communication, and any overlap gain).
 template <class Comm>
-void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_bytes, int rank, int size) {
-    CompareSides<Comm> sides(s, bucket_bytes, rank);
+void bench_budget(const std::string& policy, const Setup& s, const dtrain::SyncOptions& base, int rank,
+                  int size) {
+    const std::size_t bucket_bytes = base.bucket_bytes;
+    CompareSides<Comm> sides(s, base, rank);
     auto& plain = sides.plain;
     auto& overlapped = sides.overlapped;
     auto bare_step = [&] { sides.bare.bare_step(); };
@@ -548,7 +580,7 @@ void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_
     for (int i = 0; i < std::max(3, s.steps / 5); ++i)
         reduce_step();
     sides.warm_up(s);
-    std::vector<double> eff0, eff1, ceiling, comm, bound, residual, t1s, treds;
+    std::vector<double> eff0, eff1, ceiling, comm, bound, residual, t1s, treds, boths;
     for (int r = 0; r < s.reps; ++r) {
         // Alternate the order of the measurements between rounds so drifts within a round cancel.
         double t1 = 0, both = 0, red = 0, d0 = 0, d1 = 0;
@@ -581,16 +613,17 @@ void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_
         residual.push_back(t1 / d1 / (t1 / (both + red)));
         t1s.push_back(t1);
         treds.push_back(red);
+        boths.push_back(both);
     }
     if (rank == 0) {
         std::printf(
             "budget %s %s ranks=%d bucket_bytes=%zu rounds=%d eff_no_overlap=%.4f eff_overlap=%.4f "
             "(min %.3f max %.3f) ceiling=%.4f comm=%.4f bound=%.4f residual_overlap=%.4f t1_ms=%.3f "
-            "reduce_ms=%.3f\n",
+            "reduce_ms=%.3f both_ms=%.3f grad_bytes=%zu\n",
             s.model.c_str(), policy.c_str(), size, bucket_bytes, s.reps, median(eff0), median(eff1),
             *std::min_element(eff1.begin(), eff1.end()), *std::max_element(eff1.begin(), eff1.end()),
             median(ceiling), median(comm), median(bound), median(residual), 1e3 * median(t1s),
-            1e3 * median(treds));
+            1e3 * median(treds), 1e3 * median(boths), sizeof(float) * zeros.size());
         std::fflush(stdout);
     }
 }
@@ -601,7 +634,10 @@ void bench_budget(const std::string& policy, const Setup& s, std::size_t bucket_
         << "usage: bench_train_dist [--model cnn|mlp] [--policies collective,ring,naive] [--overlap 0,1]\n"
            "         [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead [--control]\n"
            "         [--rounds K]] [--overhead-count [--warmup W]] [--compare] [--funneled]\n"
-           "         [--timeline trace.json] [--budget]\n"
+           "         [--timeline trace.json] [--budget] [--compression none|fp16|bf16|topk]\n"
+           "         [--topk-ratio R]\n"
+           "  --compression     SyncOptions::compression of every DistOptimizer (default none)\n"
+           "  --topk-ratio      with --compression topk: share of each gradient bucket sent (default 0.01)\n"
            "  --budget          2+ ranks: per round, rank 0's bare step alone, the bare step on every rank,\n"
            "                    the gradient all-reduce alone and the DistOptimizer step; prints the\n"
            "                    efficiency and its factors (ceiling, comm, bound; see the source)\n"
@@ -619,6 +655,13 @@ long parse_long(const std::string& flag, const char* v, long min) {
     const long x = std::strtol(v, &end, 10);
     if (!v[0] || *end || x < min)
         usage(flag + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
+    return x;
+}
+
+double parse_double(const std::string& flag, const char* v) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (!v[0] || *end) usage(flag + " needs a number, got '" + v + "'");
     return x;
 }
 
@@ -662,7 +705,8 @@ int main(int argc, char** argv) {
     Setup s;
     s.model = "mlp";
     std::string policies = "collective,ring,naive", overlaps = "0,1";
-    std::size_t bucket_bytes = dtrain::SyncOptions{}.bucket_bytes;
+    dtrain::SyncOptions base;  // bucket_bytes, compression and topk_ratio of every DistOptimizer
+    bool topk_ratio_given = false;
     bool overhead = false, overhead_count = false, overhead_control = false, compare = false, budget = false;
     int warmup = 3, rounds = 0;
     for (int i = 1; i < argc; ++i) {
@@ -697,8 +741,17 @@ int main(int argc, char** argv) {
         else if (a == "--overlap")
             overlaps = argv[++i];
         else if (a == "--bucket-bytes")
-            bucket_bytes = std::size_t(parse_long(a, argv[++i], 0));
-        else if (a == "--steps")
+            base.bucket_bytes = std::size_t(parse_long(a, argv[++i], 0));
+        else if (a == "--compression") {
+            try {
+                base.compression = dtrain::compression_from_name(argv[++i]);
+            } catch (const dtrain::Error& e) {
+                usage(std::string("--compression: ") + e.what());
+            }
+        } else if (a == "--topk-ratio") {
+            base.topk_ratio = parse_double(a, argv[++i]);
+            topk_ratio_given = true;
+        } else if (a == "--steps")
             s.steps = int(parse_long(a, argv[++i], 1));
         else if (a == "--reps")
             s.reps = int(parse_long(a, argv[++i], 1));
@@ -714,6 +767,10 @@ int main(int argc, char** argv) {
             usage("unknown flag " + a);
     }
     if (s.model != "cnn" && s.model != "mlp") usage("unknown model '" + s.model + "' (known: cnn, mlp)");
+    if (topk_ratio_given && base.compression != dtrain::Compression::TopK)
+        usage("--topk-ratio applies to --compression topk only");
+    if (!(base.topk_ratio > 0.0 && base.topk_ratio <= 1.0))
+        usage("--topk-ratio must be in (0, 1], got " + std::to_string(base.topk_ratio));
     if (overhead || overhead_count) {
         if (env.size() != 1) usage("--overhead and --overhead-count need exactly one rank");
         if (overhead_count)
@@ -731,16 +788,15 @@ int main(int argc, char** argv) {
             with_policy(p, [&](auto tag) {
                 using Comm = typename decltype(tag)::type;
                 if (budget)
-                    bench_budget<Comm>(p, s, bucket_bytes, env.rank(), env.size());
+                    bench_budget<Comm>(p, s, base, env.rank(), env.size());
                 else
-                    bench_compare<Comm>(p, s, bucket_bytes, env.rank(), env.size());
+                    bench_compare<Comm>(p, s, base, env.rank(), env.size());
             });
         }
         return 0;
     }
     for (const auto& ov : split(overlaps)) {
-        dtrain::SyncOptions o;
-        o.bucket_bytes = bucket_bytes;
+        dtrain::SyncOptions o = base;
         o.overlap = ov == "1";
         for (const auto& p : split(policies)) {
             with_policy(p, [&](auto tag) {
