@@ -8,7 +8,7 @@
 //                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
 // Output, one record per line (whitespace-separated, for compare.sh):
 //   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
-//   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN> <GFLOP/s>      each layer GEMM at batch B, as run
+//   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN|TT> <GFLOP/s>      each layer GEMM at batch B, as run
 //   flop <model> train|infer <FLOP per sample>                          nominal Conv2d/Dense FLOP (2 per MAC)
 //   gemm_bound <model> train|infer <samples/s>                          the step if it were only its GEMMs
 //   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
@@ -98,8 +98,13 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         geo.finish();
         const std::size_t rows = geo.col_rows(), nominal = geo.c * geo.kh * geo.kw, co = c->out_channels();
         const double f = double(nominal) / double(rows);
-        out.push_back({c->name(), {"fwd", co, np, rows, false, false, f}});
-        out.push_back({c->name(), {"dW", co, rows, np, false, true, f}});
+        // Conv2d's forms (see its class comment): the transposed forward product for <= 32 output channels,
+        // the weight gradient always as dW^T.
+        if (co <= 32)
+            out.push_back({c->name(), {"fwd", np, co, rows, true, true, f}});
+        else
+            out.push_back({c->name(), {"fwd", co, np, rows, false, false, f}});
+        out.push_back({c->name(), {"dW", rows, co, np, false, true, f}});
         if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
