@@ -285,7 +285,7 @@ run() {
         *) die "run: DTRAIN_CLUSTER_MPI must be openmpi or mpich, got '$mpi'" ;;
     esac
     after=$(counters)
-    paste <(echo "$before") <(echo "$after") | awk '{printf "cluster.sh: host %s eth0 sent %d bytes, received %d\n", $2, $12 - $5, $14 - $7}'
+    paste <(echo "$before") <(echo "$after") | awk '{printf "cluster.sh: host %s eth0 sent %.0f bytes, received %.0f\n", $2, $12 - $5, $14 - $7}'
     return $status
 }
 
