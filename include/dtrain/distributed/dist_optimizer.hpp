@@ -320,8 +320,8 @@ private:
     void launch_ready(std::size_t from) {
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
-        poll();
         auto w = wire();
+        schedule_.poll(w);
         if (schedule_.launch_ready(w, model_.gradients(), from)) {
             lock.unlock();
             progress_.notify();
@@ -330,12 +330,8 @@ private:
 
     // Throws the error of a non-finite gradient in bucket `k`, naming the step, the value and the layer.
     [[noreturn]] void nonfinite(const Bucket& k) {
-        throw Error(detail::concat(
-            "DistOptimizer::step: the ", comm_.size() > 1 ? "averaged " : "", "gradient of step ",
-            opt_.steps(), " is not finite: ", detail::locate_nonfinite_gradient(model_, k.offset, k.size),
-            codec_.nonfinite_hint(),
-            ". Every rank stops here (options.nonfinite = NonFinite::Skip skips such "
-            "steps instead)"));
+        throw Error(detail::nonfinite_step_message(model_, k.offset, k.size, opt_.steps(), comm_.size(),
+                                                   codec_.nonfinite_hint()));
     }
 
     // Completes the reductions started during backward() that step() will not consume.

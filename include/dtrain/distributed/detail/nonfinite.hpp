@@ -91,4 +91,15 @@ std::string locate_nonfinite_gradient(const Model<T>& model, std::size_t offset,
                   "); a NaN or an infinity in the input, the loss or the parameters reached the gradients");
 }
 
+/// The error of a synchronous step whose (averaged, over `ranks` ranks) gradient in [offset, offset + n)
+/// is not finite: names the step, the value, the layer and `hint` (the compression's, maybe ""), and
+/// says that every rank stops and how to skip such steps instead.
+template <class T>
+std::string nonfinite_step_message(const Model<T>& model, std::size_t offset, std::size_t n,
+                                   std::uint64_t step, int ranks, const char* hint) {
+    return concat("DistOptimizer::step: the ", ranks > 1 ? "averaged " : "", "gradient of step ", step,
+                  " is not finite: ", locate_nonfinite_gradient(model, offset, n), hint,
+                  ". Every rank stops here (options.nonfinite = NonFinite::Skip skips such steps instead)");
+}
+
 }  // namespace dtrain::detail
