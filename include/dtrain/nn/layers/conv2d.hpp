@@ -79,6 +79,7 @@ public:
         b_ = params + out_ * fan_in();
         dw_ = grads;
         db_ = grads + out_ * fan_in();
+        cols_src_ = nullptr;  // the next backward gathers from the new parameters
     }
 
     void init_params(Rng& rng) override {
@@ -93,7 +94,7 @@ public:
         if (n_ == 0) return;
         detail::im2col(in.data(), n_, g_, cols_.data());
         cols_src_ = in.data();
-        const T* w = used_weights();
+        const T* w = used_weights_ = used_weights();
         if (rows == 0) std::fill(tmp_.begin(), tmp_.end(), T(0));  // every tap sees only padding
         if (rows > 0 && out_ <= narrow_out) {
             // tmp [n*pos, out] = cols^T [n*pos, rows] * W^T [rows, out], then
@@ -144,7 +145,8 @@ public:
             }
             db_[c] += detail::lane_sum(dst, np);
         }
-        if (cols_src_ != in.data()) detail::im2col(in.data(), n_, g_, cols_.data());
+        const bool after_forward = cols_src_ == in.data();  // then cols_ and wused_ are that forward's
+        if (!after_forward) detail::im2col(in.data(), n_, g_, cols_.data());
         // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
         // side (rows) as the GEMM's M this runs faster than dW = gY * cols^T (see the class comment).
         // Taps that see only padding are not in the columns; their weight gradient is 0.
@@ -163,8 +165,8 @@ public:
         if (!need_grad_in) return;
         // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX
         if (rows > 0)
-            detail::gemm(true, false, rows, np, out_, T(1), used_weights(), rows, tmp_.data(), np, T(0),
-                         cols_.data(), np);
+            detail::gemm(true, false, rows, np, out_, T(1), after_forward ? used_weights_ : used_weights(),
+                         rows, tmp_.data(), np, T(0), cols_.data(), np);
         detail::col2im(cols_.data(), n_, g_, grad_in.data());
     }
 
@@ -262,7 +264,8 @@ private:
     std::vector<T> tmp_;    // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
     std::vector<T> dwt_;    // the weight gradient of one backward, transposed: [col_rows, out]
     std::vector<T> wused_;  // the used taps' weights [out, col_rows] when some taps see only padding
-    const T* cols_src_ = nullptr;  // input whose columns cols_ holds (nullptr: none)
+    const T* cols_src_ = nullptr;      // input whose columns cols_ holds (nullptr: none)
+    const T* used_weights_ = nullptr;  // used_weights() of the last forward (valid while cols_src_ is set)
 };
 
 }  // namespace dtrain
