@@ -6,16 +6,19 @@
 # dtrain-cl-hI (a UTS namespace of their own). Needs root (CAP_NET_ADMIN), iproute2 and tc (Debian:
 # iproute2), unshare (util-linux), python3 for the rate check, and Open MPI or MPICH.
 #
-# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--no-check]
+# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--pin] [--no-check]
 #          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
-#          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%). Checks the achieved rate
-#          with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
+#          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%). --pin gives every host CPUs
+#          of its own, as separate machines have: host I runs on CPUs [(I-1)k, Ik) with k = nproc / N (needs
+#          N <= nproc; without it every host shares all CPUs, so each believes it has them all: a rank's
+#          progress thread, sized for a CPU of its own, then takes time from the other host's rank).
+#          Checks the achieved rate with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
 #        scripts/cluster.sh run [--np N] -- <program> [arguments...]
 #          runs the program over all hosts (one rank per host, round robin; --np sets the rank count,
 #          default N) with the MPI settings below; prints the bytes each eth0 sent. The launcher follows
 #          the MPI the program is linked against (ldd): Open MPI's mpiexec.openmpi for libmpi.so.40,
 #          else mpiexec.mpich; DTRAIN_CLUSTER_MPI=openmpi|mpich overrides.
-#        scripts/cluster.sh exec HOST -- <command...>   runs a command inside host HOST (1..N)
+#        scripts/cluster.sh exec HOST -- <command...>   runs a command inside host HOST (1..N) (on its CPUs)
 #        scripts/cluster.sh counters                   prints each host's eth0 tx/rx bytes
 #        scripts/cluster.sh down                       removes everything `up` created (idempotent)
 #        scripts/cluster.sh with N [up options] -- <program> [arguments...]
@@ -69,12 +72,14 @@ in_ns() {
 # the namespace's name. One shared hostname made the hosts' Open MPI daemons share one session directory
 # (/tmp/ompi.HOSTNAME.UID/jf.JOB), where their PMIx servers' files collided ("PMIX ERROR: ERROR in file
 # dstore_base.c at line 1709" in some 3-host runs).
+# With --pin the command runs on the host's CPUs only (taskset; its children inherit them).
 in_host() {
-    local ns
+    local ns cpus_of=()
     ns=$(host_ns "$1")
+    [ ! -f "$STATE/cpus$1" ] || cpus_of=(taskset -c "$(cat "$STATE/cpus$1")")
     shift
     # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
-    ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
+    ip netns exec "$ns" "${cpus_of[@]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
 }
 
 need_root() {
@@ -149,7 +154,7 @@ print(f"{8 * n / t / 1e9:.2f}")' "$(host_ip 2)" "$port" "$bytes"
 }
 
 up() {
-    local n=$1 rate=10gbit delay=0 loss=0 check=1
+    local n=$1 rate=10gbit delay=0 loss=0 check=1 pin=0
     shift
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "up: N must be 2 to 16 hosts, got '$n'"
     while [ $# -gt 0 ]; do
@@ -158,10 +163,15 @@ up() {
             --delay) delay=${2:?--delay needs a value}; shift 2 ;;
             --loss) loss=${2:?--loss needs a value}; shift 2 ;;
             --no-check) check=0; shift ;;
-            *) die "up: unknown option '$1' (known: --rate --delay --loss --no-check)" ;;
+            --pin) pin=1; shift ;;
+            *) die "up: unknown option '$1' (known: --rate --delay --loss --pin --no-check)" ;;
         esac
     done
     need_root
+    local cpus
+    cpus=$(nproc)
+    [ "$pin" = 0 ] || [ "$n" -le "$cpus" ] || die "up: --pin needs a CPU per host: $n hosts, $cpus CPUs"
+    [ "$pin" = 0 ] || command -v taskset > /dev/null || die "up: --pin needs taskset (Debian: util-linux)"
     [ "$(hosts)" = 0 ] || die "a cluster of $(hosts) hosts is up already; run 'scripts/cluster.sh down' first"
     # tbf's burst: small against a gradient (MBs) so that a gradient is shaped, but at least 64 KiB (one
     # GSO segment of a veth) and the bytes of 50 us at the rate.
@@ -201,6 +211,7 @@ up() {
                 die "up: --delay and --loss need tc's netem qdisc, which this kernel lacks (sch_netem)"
         fi
         echo "$(host_ip "$i")" >> "$STATE/hostfile"
+        [ "$pin" = 0 ] || echo "$(((i - 1) * (cpus / n)))-$((i * (cpus / n) - 1))" > "$STATE/cpus$i"
     done
     for i in $(seq "$n"); do
         wait_carrier "$(host_ns "$i")" eth0
@@ -211,11 +222,13 @@ up() {
 # hydra's and Open MPI's remote shell: "launcher HOST COMMAND..." runs COMMAND inside HOST's namespace,
 # with HOST's own hostname (see in_host in scripts/cluster.sh).
 ns=$PREFIX-h\${1##*.}
+pin=""
+[ ! -f "$STATE/cpus\${1##*.}" ] || pin="taskset -c \$(cat "$STATE/cpus\${1##*.}")"
 shift
-exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$*"' "\$ns" "\$@"
+exec ip netns exec "\$ns" \$pin unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$*"' "\$ns" "\$@"
 EOF
     chmod +x "$STATE/launcher"
-    printf 'rate=%s burst=%s delay=%s loss=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" > "$STATE/link"
+    printf 'rate=%s burst=%s delay=%s loss=%s pin=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" "$pin" > "$STATE/link"
     echo "$n" > "$STATE/hosts"
     echo "cluster.sh: $n hosts up ($(host_ip 1) ... $(host_ip "$n")), link $(cat "$STATE/link")"
     if [ "$check" = 1 ]; then
@@ -301,7 +314,9 @@ case "$cmd" in
         [ $# -ge 3 ] && [ "$2" = -- ] || die "exec: usage: exec HOST -- command..."
         h=$1
         shift 2
-        in_ns "$(host_ns "$h")" "$@"
+        cpus_of=()
+        [ ! -f "$STATE/cpus$h" ] || cpus_of=(taskset -c "$(cat "$STATE/cpus$h")")
+        in_ns "$(host_ns "$h")" "${cpus_of[@]}" "$@"
         ;;
     with)
         [ $# -ge 1 ] || die "with: give the number of hosts"
