@@ -1,7 +1,9 @@
 // ReduceOp on the three communicator policies: allreduce(data, op) and iallreduce(data, op) against
-// MPI_Allreduce of the same inputs for every op, element type and awkward length (exact for integers and
-// Max/Min, within rounding for floating Sum/Prod), bitwise agreement across ranks, requests of different ops
-// in flight together, NaN propagation in Ring and Naive, and the combine functions themselves.
+// MPI_Allreduce of the same inputs for every op, element type and awkward length (0, 1, fewer than, as many
+// as and more than the ranks, and a buffer of several of Ring's default 512 KiB segments per rank; exact for
+// integers and Max/Min, within rounding for floating Sum/Prod), bitwise agreement across ranks, requests of
+// different ops in flight together, NaN propagation in Ring and Naive, and the combine functions themselves.
+// Also run across 2 and 3 simulated hosts (multihost.reduce_op, tests/multihost/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -113,8 +115,19 @@ std::uint64_t hash_of(const std::vector<T>& v) {
     return dtrain::detail::fnv1a(v.data(), v.size() * sizeof(T));
 }
 
+/// The awkward lengths at p ranks: empty, one element, fewer than, as many as and more than the ranks (Ring's
+/// chunks of 0 and 1 elements), uneven chunks, and the longest (61) last.
 std::vector<std::size_t> lengths(int p) {
-    return {0, 1, std::size_t(p > 1 ? p - 1 : 0), std::size_t(p + 1), std::size_t(5 * p + 3), 61};
+    const std::size_t n = std::size_t(p);
+    return {0, 1, n > 1 ? n - 1 : 0, n, n + 1, 5 * n + 3, 61};
+}
+
+/// A length whose every Ring chunk (one per rank) spans 2.5 of Ring's default 512 KiB segments plus one
+/// element (1.25 MiB, the last chunk shorter): the default Ring's pipelined path with whole and partial
+/// segments, and messages far beyond MPI's eager limits. 1.25 MiB times p per buffer for every element type.
+template <class T>
+std::size_t large_length(int p) {
+    return std::size_t(p) * ((std::size_t(5) << 18) / sizeof(T)) + 1;
 }
 
 template <class... Ts, class F>
@@ -134,13 +147,13 @@ std::string type_name() {
     return kind + std::to_string(8 * sizeof(T));
 }
 
-/// Blocking allreduce(data, op) of every length on `comm` against `want` (the reference of the longest
+/// Blocking allreduce(data, op) of every one of `ns` on `comm` against `want` (the reference of the longest
 /// length: inputs do not depend on the length, so shorter results are its prefixes); returns `h` continued
 /// by the hash of every result.
 template <class T, class Comm>
-std::uint64_t check_lengths(Comm& comm, ReduceOp op, const std::vector<T>& want, const std::string& label,
-                            std::uint64_t h) {
-    for (std::size_t n : lengths(comm.size())) {
+std::uint64_t check_lengths(Comm& comm, const std::vector<std::size_t>& ns, ReduceOp op,
+                            const std::vector<T>& want, const std::string& label, std::uint64_t h) {
+    for (std::size_t n : ns) {
         std::vector<T> v = inputs<T>(comm.rank(), n, op);
         comm.allreduce(Span<T>(v.data(), v.size()), op);
         INFO(label << " " << dtrain::reduce_op_name(op) << " n=" << n << " p=" << comm.size());
@@ -150,16 +163,16 @@ std::uint64_t check_lengths(Comm& comm, ReduceOp op, const std::vector<T>& want,
     return h;
 }
 
-/// check_lengths with elements of type T for every op on every one of `comms` (one MPI_Allreduce of
-/// reference per op, one comparison of the hash of every result across ranks at the end).
+/// check_lengths of `ns` (longest last) with elements of type T for every op on every one of `comms` (one
+/// MPI_Allreduce of reference per op, one comparison of the hash of every result across ranks at the end).
 template <class T, class... Comms>
-void check_blocking(Comms&... comms) {
+void check_blocking(const std::vector<std::size_t>& ns, Comms&... comms) {
     std::uint64_t h = dtrain::detail::fnv1a_basis;
     for (ReduceOp op : all_ops) {
-        const std::vector<T> want = mpi_reference<T>(lengths(dtrain::world_size()).back(), op);
+        const std::vector<T> want = mpi_reference<T>(ns.back(), op);
         int k = 0;
         ((h = check_lengths<T>(
-              comms, op, want,
+              comms, ns, op, want,
               std::string(Comms::policy_name) + " #" + std::to_string(k++) + " " + type_name<T>(), h)),
          ...);
     }
@@ -179,8 +192,20 @@ TEST_CASE("allreduce(data, op) matches MPI_Allreduce for every policy, op, type 
     dtrain::Naive naive(MPI_COMM_WORLD);
     dtrain::Ring ring(MPI_COMM_WORLD);
     dtrain::Ring ring_tiny(MPI_COMM_WORLD, {12, 2});  // #3: 3 floats or 1 double per segment
-    for_each_type<float, double, std::int32_t, std::int64_t, std::uint64_t>(
-        [&](auto t) { check_blocking<decltype(t)>(collective, naive, ring, ring_tiny); });
+    for_each_type<float, double, std::int32_t, std::int64_t, std::uint64_t>([&](auto t) {
+        check_blocking<decltype(t)>(lengths(dtrain::world_size()), collective, naive, ring, ring_tiny);
+    });
+}
+
+TEST_CASE("allreduce(data, op) of several default Ring segments per rank matches MPI_Allreduce", "[comm]") {
+    dtrain::Collective collective(MPI_COMM_WORLD);
+    dtrain::Naive naive(MPI_COMM_WORLD);
+    dtrain::Ring ring(MPI_COMM_WORLD);
+    const int p = dtrain::world_size();
+    for_each_type<float, double, std::int32_t, std::int64_t, std::uint64_t>([&](auto t) {
+        using T = decltype(t);
+        check_blocking<T>({large_length<T>(p)}, collective, naive, ring);
+    });
 }
 
 TEST_CASE("allreduce of 8- and 16-bit integers and uint32 wraps and compares like MPI", "[comm]") {
@@ -188,7 +213,7 @@ TEST_CASE("allreduce of 8- and 16-bit integers and uint32 wraps and compares lik
     dtrain::Ring ring(MPI_COMM_WORLD, {6, 3});  // #2: many segments
     dtrain::Collective collective(MPI_COMM_WORLD);
     for_each_type<std::int8_t, std::uint8_t, std::int16_t, std::uint16_t, std::uint32_t>(
-        [&](auto t) { check_blocking<decltype(t)>(collective, naive, ring); });
+        [&](auto t) { check_blocking<decltype(t)>(lengths(dtrain::world_size()), collective, naive, ring); });
 }
 
 TEST_CASE("allreduce(data, Sum) is bitwise allreduce_sum", "[comm]") {
