@@ -141,12 +141,9 @@ TEST_CASE("errors name the call: invalid roots and options", "[comm]") {
     dtrain::Naive naive(MPI_COMM_WORLD);
     float x = 1.0f;
     const int bad_root = dtrain::test::world_size() + 5;
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         collective.broadcast(Span<float>(&x, 1), bad_root);  // MPI_Bcast fails, MPI_ERRORS_RETURN -> Error
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     CHECK(what.find("MPI_Bcast") != std::string::npos);
     CHECK(what.find("failed: ") != std::string::npos);
     const std::string size = std::to_string(dtrain::test::world_size());

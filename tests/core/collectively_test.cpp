@@ -20,15 +20,12 @@ TEST_CASE("collectively turns a failure on the last rank into the same error on 
           "[core][collectively]") {
     const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
     const std::string expected = "rank " + std::to_string(size - 1) + ": cannot open '/missing.csv'";
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         dtrain::collectively([&] {
             if (rank == size - 1) throw std::runtime_error("cannot open '/missing.csv'");
             return 1;
         });
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     CHECK(what == expected);
     CHECK(dtrain::test::all_ranks(what == expected));
 }
@@ -36,15 +33,12 @@ TEST_CASE("collectively turns a failure on the last rank into the same error on 
 TEST_CASE("collectively names the lowest failing rank and survives non-standard exceptions",
           "[core][collectively]") {
     const int rank = dtrain::test::world_rank();
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         dtrain::collectively([&] {
             if (rank >= 1) throw std::runtime_error("rank-specific " + std::to_string(rank));
             if (dtrain::test::world_size() == 1) throw 42;
         });
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     if (dtrain::test::world_size() == 1)
         CHECK(what == "rank 0: an exception of a type not derived from std::exception");
     else

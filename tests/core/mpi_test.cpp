@@ -17,12 +17,9 @@ TEST_CASE("DTRAIN_MPI_CHECK throws with the call's name and MPI's error string",
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     float x = 1.0f;
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         DTRAIN_MPI_CHECK(MPI_Bcast(&x, 1, MPI_FLOAT, 9999, comm));  // invalid root
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     CHECK(what.find("MPI_Bcast") != std::string::npos);
     CHECK(what.find("failed") != std::string::npos);
     CHECK(what.size() > std::string("MPI_Bcast(&x, 1, MPI_FLOAT, 9999, comm) failed: ").size());

@@ -13,7 +13,7 @@
 
 using dtrain::CsvLayout;
 using dtrain::CsvOptions;
-using dtrain::test::error_of;
+using dtrain::test::error_message;
 using dtrain::test::TempDir;
 using dtrain::test::write_text;
 
@@ -94,7 +94,7 @@ TEST_CASE("CSV class_names option pins the mapping across splits", "[data][csv]"
     CHECK(te.labels(1) == 2);
     CHECK(te.class_names == tr.class_names);
     write_text(test, "x,y\n4,emu\n5,yak\n");
-    const auto msg = error_of([&] { dtrain::read_csv(test, o); });
+    const auto msg = error_message([&] { dtrain::read_csv(test, o); });
     CHECK(contains(msg, test));
     CHECK(contains(msg, "line 3"));
     CHECK(contains(msg, "yak"));
@@ -105,14 +105,14 @@ TEST_CASE("A label column mixing integers with other values is an error naming t
     const auto path = dir.file("mixed.csv");
     // One -1 among integer class ids: read as strings it would shift every id ("-1" < "0" < "1").
     write_text(path, "x,y\n1,0\n2,1\n3,-1\n4,1\n5,0\n");
-    auto msg = error_of([&] { dtrain::read_csv(path); });
+    auto msg = error_message([&] { dtrain::read_csv(path); });
     CHECK(contains(msg, path +
                             "' line 4, column 2 ('y'): label '-1' is not a non-negative integer, but 4 other "
                             "labels of this column are (e.g. '0' on line 2)"));
     CHECK(contains(msg, "CsvOptions::class_names"));
     // One integer among names.
     write_text(path, "x,y\n1,cat\n2,dog\n3,7\n");
-    msg = error_of([&] { dtrain::read_csv(path); });
+    msg = error_message([&] { dtrain::read_csv(path); });
     CHECK(contains(msg,
                    "line 4, column 2 ('y'): label '7' is a non-negative integer, but 2 other labels of this "
                    "column are not (e.g. 'cat' on line 2)"));
@@ -124,7 +124,8 @@ TEST_CASE("A label column mixing integers with other values is an error naming t
     CHECK(std::vector<int>(d.labels.begin(), d.labels.end()) == std::vector<int>{1, 2, 0, 2, 1});
     CHECK(d.warnings.empty());
     o.class_names = {"a", "b", "a"};
-    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }), "CsvOptions::class_names lists 'a' twice"));
+    CHECK(contains(error_message([&] { dtrain::read_csv(path, o); }),
+                   "CsvOptions::class_names lists 'a' twice"));
     // Clean columns keep their meaning: integer ids as they are, names sorted.
     write_text(path, "x,y\n1,2\n2,0\n3,10\n");
     d = dtrain::read_csv(path);
@@ -157,7 +158,7 @@ TEST_CASE("A label that occurs once among many becomes a warning naming its line
     // With the classes given, the typo is an error naming its line.
     CsvOptions o;
     o.class_names = {"setosa", "versicolor", "virginica"};
-    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }),
+    CHECK(contains(error_message([&] { dtrain::read_csv(path, o); }),
                    "line 39, column 2 ('species'): label 'setsoa'"));
     // Balanced small classes are not suspicious; many singletons are named up to five, then counted.
     write_text(path, "x,y\n1,a\n2,b\n3,c\n");
@@ -203,15 +204,15 @@ TEST_CASE("CSV in scikit-learn's layout is detected and read", "[data][csv]") {
     CHECK(d.size() == 3);
 
     write_text(path, "4,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,0\n5.0,6.0,1\n");
-    auto msg = error_of([&] { dtrain::read_csv(path); });
+    auto msg = error_message([&] { dtrain::read_csv(path); });
     CHECK(contains(msg, "declares 4 samples"));
     CHECK(contains(msg, "3 data rows"));
     write_text(path, "3,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,2\n5.0,6.0,1\n");
-    msg = error_of([&] { dtrain::read_csv(path); });
+    msg = error_message([&] { dtrain::read_csv(path); });
     CHECK(contains(msg, "line 3"));
     CHECK(contains(msg, "outside [0, 2)"));
     write_text(path, "3,2,alpha,beta\n1.0,2.0,1\n3.0,4.0,b\n5.0,6.0,1\n");
-    msg = error_of([&] { dtrain::read_csv(path, o); });
+    msg = error_message([&] { dtrain::read_csv(path, o); });
     CHECK(contains(msg, "not an integer class id"));
 }
 
@@ -289,9 +290,9 @@ TEST_CASE("Standardisation and min-max scaling are fitted on train and applied t
                   Approx((test_raw(i, j) - mm.min()[j]) / (mm.max()[j] - mm.min()[j])).margin(1e-6));
     }
     dtrain::Tensor<float> wrong = dtrain::Tensor<float>::from_shape({3, 5});
-    CHECK(contains(error_of([&] { s.apply(wrong); }), "fitted on samples of 4"));
+    CHECK(contains(error_message([&] { s.apply(wrong); }), "fitted on samples of 4"));
     dtrain::Standardizer unfitted;
-    CHECK(contains(error_of([&] { unfitted.apply(wrong); }), "fit()"));
+    CHECK(contains(error_message([&] { unfitted.apply(wrong); }), "fit()"));
 }
 
 TEST_CASE("CSV errors name the file, line and column", "[data][csv]") {
@@ -299,14 +300,14 @@ TEST_CASE("CSV errors name the file, line and column", "[data][csv]") {
     const auto path = dir.file("bad.csv");
     auto err = [&](const std::string& text, CsvOptions o = {}) {
         write_text(path, text);
-        const auto m = error_of([&] { dtrain::read_csv(path, o); });
+        const auto m = error_message([&] { dtrain::read_csv(path, o); });
         CHECK(contains(m, path));
         return m;
     };
-    std::string m = error_of([&] { dtrain::read_csv(dir.file("missing.csv")); });
+    std::string m = error_message([&] { dtrain::read_csv(dir.file("missing.csv")); });
     CHECK(contains(m, dir.file("missing.csv")));
     CHECK(contains(m, "cannot open"));
-    CHECK(contains(error_of([&] { dtrain::read_csv(dir.str()); }), "cannot read"));
+    CHECK(contains(error_message([&] { dtrain::read_csv(dir.str()); }), "cannot read"));
     CHECK(contains(err(""), "is empty"));
     CHECK(contains(err(" \n\r\n\t\n"), "is empty"));
     CHECK(contains(err("a,b,c\n"), "no data rows"));
@@ -417,7 +418,7 @@ TEST_CASE("CSV target options that contradict or do not fit the file are errors 
     const std::string good = "a,b,y\n1,2,0.5\n3,4,1.5\n";
     auto err = [&](const std::string& text, const CsvOptions& o) {
         write_text(path, text);
-        const auto m = error_of([&] { dtrain::read_csv(path, o); });
+        const auto m = error_message([&] { dtrain::read_csv(path, o); });
         CHECK(contains(m, path));
         return m;
     };
@@ -473,13 +474,13 @@ TEST_CASE("A float column read as class labels is an error pointing to target_co
     write_text(path, "age,bmi,target\n59,32.1,100.0\n48,21.6,151.5\n72,30.5,101.0\n");
     CsvOptions o;
     o.label_column = "target";
-    auto m = error_of([&] { dtrain::read_csv(path, o); });
+    auto m = error_message([&] { dtrain::read_csv(path, o); });
     CHECK(contains(m, path + "' line 3, column 3 ('target'): column 'target' holds non-integer numbers (e.g. "
                              "151.5), not class labels: read it as a regression target with "
                              "CsvOptions::target_columns = {\"target\"}"));
     // Whole numbers written as floats: not classes either, unless listed.
     write_text(path, "age,bmi,target\n59,32.1,1.51e+02\n48,21.6,75.0\n");
-    m = error_of([&] { dtrain::read_csv(path); });
+    m = error_message([&] { dtrain::read_csv(path); });
     CHECK(contains(m,
                    "line 2, column 3 ('target'): column 'target' holds numbers written as floats (e.g. "
                    "1.51e+02), not class labels: read it as a regression target with "
@@ -494,7 +495,7 @@ TEST_CASE("A float column read as class labels is an error pointing to target_co
     CHECK(dtrain::read_csv(path, o).targets(0, 0) == 151.0f);
     // Without a header the fix names the column's index.
     write_text(path, "59,32.1,100.5\n48,21.6,151.0\n");
-    CHECK(contains(error_of([&] { dtrain::read_csv(path); }),
+    CHECK(contains(error_message([&] { dtrain::read_csv(path); }),
                    "the label column holds non-integer numbers (e.g. 100.5), not class labels: read it as a "
                    "regression target with CsvOptions::target_indices = {2}"));
 
@@ -574,7 +575,7 @@ TEST_CASE("A first line of numbers is data, never taken for a header silently", 
     // Choosing a column by name in a file read as headerless says why it has no header.
     o = {};
     o.label_column = "label";
-    CHECK(contains(error_of([&] { dtrain::read_csv(path, o); }),
+    CHECK(contains(error_message([&] { dtrain::read_csv(path, o); }),
                    "label column 'label' is chosen by name, but this file has no header of column names "
                    "(CsvLayout::Automatic read line 1 as data: none of its fields is a name above a number; "
                    "give CsvLayout::Header if it holds column names); give it by label_index"));

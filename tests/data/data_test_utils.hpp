@@ -94,16 +94,4 @@ inline void skip_test(const std::string& reason) {
     std::cout << "DTRAIN_SKIP: " << reason << std::endl;
 }
 
-/// The message of the dtrain::Error thrown by f(), or "" when it does not throw. Any other exception
-/// propagates (and fails the test).
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
 }  // namespace dtrain::test

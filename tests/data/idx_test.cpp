@@ -10,7 +10,7 @@
 
 #include "data_test_utils.hpp"
 
-using dtrain::test::error_of;
+using dtrain::test::error_message;
 using dtrain::test::gzip_bytes;
 using dtrain::test::idx_bytes;
 using dtrain::test::random_bytes;
@@ -90,15 +90,15 @@ TEST_CASE("load_fashion_mnist finds .gz files or raw files in a directory", "[da
     CHECK(d.labels(0) == 9);
     CHECK(d.class_names.at(9) == "Ankle boot");
     CHECK(d.features(3, 0, 27, 27) == float(px.back()) / 255.0f);
-    auto m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.str()); });
+    auto m = error_message([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.str()); });
     CHECK(contains(m, dir.file("train-images-idx3-ubyte.gz")));
     CHECK(contains(m, "neither"));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.file("nowhere")); });
+    m = error_message([&] { dtrain::load_fashion_mnist(dtrain::Split::Train, dir.file("nowhere")); });
     CHECK(contains(m, "nowhere"));
     CHECK(contains(m, "does not exist"));
     // A label outside the 10 classes is rejected.
     write_bytes(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({4}, {9, 0, 10, 1}));
-    m = error_of([&] { dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str()); });
+    m = error_message([&] { dtrain::load_fashion_mnist(dtrain::Split::Test, dir.str()); });
     CHECK(contains(m, "label 10 at index 2"));
 }
 
@@ -130,11 +130,11 @@ TEST_CASE("IDX errors name the file and the defect", "[data][idx]") {
     const auto good_lab = idx_bytes({3}, {1, 2, 3});
     auto img_err = [&](const std::vector<unsigned char>& bytes) {
         write_bytes(img_path, bytes);
-        const auto m = error_of([&] { dtrain::read_idx_images(img_path); });
+        const auto m = error_message([&] { dtrain::read_idx_images(img_path); });
         CHECK(contains(m, img_path));
         return m;
     };
-    CHECK(contains(error_of([&] { dtrain::read_idx_images(dir.file("none")); }), "cannot open"));
+    CHECK(contains(error_message([&] { dtrain::read_idx_images(dir.file("none")); }), "cannot open"));
     CHECK(contains(img_err({}), "is empty"));
     CHECK(contains(img_err({0, 0, 8}), "too short"));
     auto m = img_err(good_lab);  // a labels file where images are expected
@@ -166,15 +166,16 @@ TEST_CASE("IDX errors name the file and the defect", "[data][idx]") {
     // Image and label counts must agree.
     write_bytes(img_path, good_img);
     write_bytes(lab_path, idx_bytes({2}, {1, 2}));
-    m = error_of([&] { dtrain::load_idx(img_path, lab_path); });
+    m = error_message([&] { dtrain::load_idx(img_path, lab_path); });
     CHECK(contains(m, img_path));
     CHECK(contains(m, lab_path));
     CHECK(contains(m, "2 labels"));
     CHECK(contains(m, "3 images"));
     write_bytes(lab_path, good_img);
-    CHECK(contains(error_of([&] { dtrain::load_idx(img_path, lab_path); }), "wrong magic number 0x00000803"));
+    CHECK(contains(error_message([&] { dtrain::load_idx(img_path, lab_path); }),
+                   "wrong magic number 0x00000803"));
     write_bytes(lab_path, idx_bytes({3}, {1, 2, 7}));
-    CHECK(contains(error_of([&] { dtrain::load_idx(img_path, lab_path, {"a", "b", "c"}); }), "label 7"));
+    CHECK(contains(error_message([&] { dtrain::load_idx(img_path, lab_path, {"a", "b", "c"}); }), "label 7"));
 }
 
 TEST_CASE("gzip: concatenated members are one stream, anything else after the last one is an error",
@@ -200,7 +201,7 @@ TEST_CASE("gzip: concatenated members are one stream, anything else after the la
     // Junk, zero padding or a lone byte after the last member.
     auto err = [&](const std::vector<unsigned char>& bytes) {
         write_bytes(path, bytes);
-        return error_of([&] { dtrain::read_idx_images(path); });
+        return error_message([&] { dtrain::read_idx_images(path); });
     };
     auto m = err(with({'j', 'u', 'n', 'k'}));
     CHECK(contains(m, "dtrain::read_idx_images: '" + path +
@@ -215,7 +216,7 @@ TEST_CASE("gzip: concatenated members are one stream, anything else after the la
     CHECK(contains(err(with({0x1f, 0x8b})), "truncated"));
     CHECK(contains(err(with(std::vector<unsigned char>(second.begin(), second.end() - 3))), "truncated"));
     // A directory where a file is expected.
-    CHECK(contains(error_of([&] { dtrain::read_idx_images(dir.str()); }),
+    CHECK(contains(error_message([&] { dtrain::read_idx_images(dir.str()); }),
                    "cannot read '" + dir.str() + "': it is a directory"));
 }
 
@@ -270,14 +271,15 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     const auto path = dir.file("test_batch.bin");
     auto err = [&](const std::vector<unsigned char>& b) {
         write_bytes(path, b);
-        const auto m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); });
+        const auto m = error_message([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); });
         CHECK(contains(m, path));
         return m;
     };
-    auto m = error_of([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::Test); });
+    auto m = error_message([&] { dtrain::load_cifar10(dir.file("absent"), dtrain::Split::Test); });
     CHECK(contains(m, "absent"));
     CHECK(contains(m, "does not exist"));
-    CHECK(contains(error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); }), "cannot open"));
+    CHECK(contains(error_message([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Test); }),
+                   "cannot open"));
     CHECK(contains(err({}), "is empty"));
     auto recs = cifar_records(2, 0, rng);
     m = err(std::vector<unsigned char>(recs.begin(), recs.end() - 100));
@@ -287,8 +289,8 @@ TEST_CASE("CIFAR-10 errors name the file and the defect", "[data][cifar]") {
     m = err(recs);
     CHECK(contains(m, "record 1"));
     CHECK(contains(m, "label 10"));
-    m = error_of([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Train); });
+    m = error_message([&] { dtrain::load_cifar10(dir.str(), dtrain::Split::Train); });
     CHECK(contains(m, "data_batch_1.bin"));
-    CHECK(contains(error_of([] { dtrain::read_cifar10_batches({}); }),
+    CHECK(contains(error_message([] { dtrain::read_cifar10_batches({}); }),
                    "dtrain::read_cifar10: no batch files given"));
 }

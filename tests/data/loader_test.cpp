@@ -17,7 +17,7 @@
 
 using dtrain::DataLoader;
 using dtrain::LoaderOptions;
-using dtrain::test::error_of;
+using dtrain::test::error_message;
 
 namespace {
 
@@ -155,17 +155,18 @@ TEST_CASE("DataLoader rejects bad arguments", "[data][loader]") {
     const auto d = indexed_dataset(5);
     LoaderOptions o;
     o.batch_size = 0;
-    CHECK(contains(error_of([&] { DataLoader(d, o); }), "batch size must be > 0"));
+    CHECK(contains(error_message([&] { DataLoader(d, o); }), "batch size must be > 0"));
     o.batch_size = 6;
     o.drop_last = true;
-    CHECK(contains(error_of([&] { DataLoader(d, o); }), "no batch would be yielded"));
+    CHECK(contains(error_message([&] { DataLoader(d, o); }), "no batch would be yielded"));
     o = {};
-    CHECK(contains(error_of([&] { DataLoader(d, std::vector<std::size_t>{1, 5}, o); }), "index 5"));
-    CHECK(contains(error_of([&] { DataLoader(d, dtrain::DistributedSampler(6, 0, 2), o); }), "6 samples"));
+    CHECK(contains(error_message([&] { DataLoader(d, std::vector<std::size_t>{1, 5}, o); }), "index 5"));
+    CHECK(
+        contains(error_message([&] { DataLoader(d, dtrain::DistributedSampler(6, 0, 2), o); }), "6 samples"));
     o.augment.horizontal_flip = true;
-    CHECK(contains(error_of([&] { DataLoader(d, o); }), "[C, H, W]"));
+    CHECK(contains(error_message([&] { DataLoader(d, o); }), "[C, H, W]"));
     o = {};
-    CHECK(contains(error_of([&] { DataLoader(d, std::vector<std::size_t>{}, o); }),
+    CHECK(contains(error_message([&] { DataLoader(d, std::vector<std::size_t>{}, o); }),
                    "DataLoader: the index list is empty"));
 }
 
@@ -319,26 +320,26 @@ TEST_CASE("Datasets from user arrays, subsets and stratified splits", "[data][da
     const auto s = dtrain::subset(d, {2, 0});
     CHECK(s.features(0, 0) == 5.0f);
     CHECK(s.labels(1) == 0);
-    CHECK(contains(error_of([&] { dtrain::subset(d, {3}); }), "index 3"));
+    CHECK(contains(error_message([&] { dtrain::subset(d, {3}); }), "index 3"));
     CHECK(contains(
-        error_of([] {
+        error_message([] {
             dtrain::make_dataset(dtrain::Tensor<float>::from_shape({3, 2}), dtrain::Labels::from_shape({2}));
         }),
         "2 labels"));
     dtrain::Labels neg = {0, -1};
-    CHECK(contains(error_of([&] {
+    CHECK(contains(error_message([&] {
                        dtrain::make_dataset(dtrain::Tensor<float>::from_shape({2, 1}), neg);
                    }),
                    "label -1"));
     dtrain::Labels big = {0, 2};
-    CHECK(contains(error_of([&] {
+    CHECK(contains(error_message([&] {
                        dtrain::make_dataset(dtrain::Tensor<float>::from_shape({2, 1}), big, {"a", "b"});
                    }),
                    "label 2"));
     dtrain::Tensor<float> nanx = dtrain::Tensor<float>::from_shape({2, 1});
     nanx(0, 0) = 1.0f;
     nanx(1, 0) = std::nanf("");
-    CHECK(contains(error_of([&] { dtrain::make_dataset(nanx, dtrain::Labels{0, 0}); }), "non-finite"));
+    CHECK(contains(error_message([&] { dtrain::make_dataset(nanx, dtrain::Labels{0, 0}); }), "non-finite"));
 
     const auto big_d = indexed_dataset(30);  // labels i % 3: 10 per class
     auto [tr, te] = dtrain::train_test_split(big_d, 0.2, 1);
@@ -386,8 +387,8 @@ TEST_CASE("ChannelNormalizer fits per-channel mean and std", "[data][transform]"
     given.apply(one);
     CHECK(one(0, 0, 0, 0) == 2.0f);
     CHECK(one(0, 0, 0, 1) == -2.0f);
-    CHECK(contains(error_of([&] { given.apply(x); }), "1 channel statistics"));
-    CHECK(contains(error_of([] { dtrain::ChannelNormalizer({1.0f}, {0.0f}); }), "not > 0"));
+    CHECK(contains(error_message([&] { given.apply(x); }), "1 channel statistics"));
+    CHECK(contains(error_message([] { dtrain::ChannelNormalizer({1.0f}, {0.0f}); }), "not > 0"));
 }
 
 namespace {
@@ -468,13 +469,13 @@ TEST_CASE("Asking a loader for the kind of labels its data set does not hold is 
     DataLoader lr(r, {4});
     REQUIRE(lr.next());
     CHECK(
-        contains(error_of([&] { lr.labels(); }),
+        contains(error_message([&] { lr.labels(); }),
                  "DataLoader::labels: the data set holds float targets (2 per sample), not class labels: use "
                  "targets()"));
     const auto c = indexed_dataset(6);
     DataLoader lc(c, {4});
     REQUIRE(lc.next());
-    CHECK(contains(error_of([&] { lc.targets(); }),
+    CHECK(contains(error_message([&] { lc.targets(); }),
                    "DataLoader::targets: the data set holds class labels, not float targets: use labels()"));
 
     // Views of user tensors: one target per sample as [N] becomes [batch, 1].
@@ -489,18 +490,18 @@ TEST_CASE("Asking a loader for the kind of labels its data set does not hold is 
     REQUIRE(lv.next());
     CHECK(lv.targets().shape() == std::vector<std::size_t>{2, 1});
     CHECK(lv.targets()(1, 0) == 0.5f);
-    CHECK(contains(error_of([&] {
+    CHECK(contains(error_message([&] {
                        const dtrain::Tensor<float> four = dtrain::Tensor<float>::from_shape({4, 1});
                        dtrain::DatasetView(x, four);
                    }),
                    "features have 5 samples but there are 4 targets"));
     const dtrain::Tensor<float> cube = dtrain::Tensor<float>::from_shape({5, 1, 1});
-    CHECK(contains(error_of([&] { dtrain::DatasetView(x, cube); }),
+    CHECK(contains(error_message([&] { dtrain::DatasetView(x, cube); }),
                    "targets must have shape [N] or [N, k], got [5, 1, 1]"));
     // A data set that holds both kinds is refused rather than read one way silently.
     auto both = indexed_regression(6);
     both.labels = dtrain::Labels{0, 1, 2, 0, 1, 2};
-    CHECK(contains(error_of([&] { dtrain::DatasetView v(both); }),
+    CHECK(contains(error_message([&] { dtrain::DatasetView v(both); }),
                    "holds both class labels and float targets"));
 }
 

@@ -13,7 +13,7 @@
 using dtrain::ShardLayout;
 using dtrain::ShardOptions;
 using dtrain::ShardTail;
-using dtrain::test::error_of;
+using dtrain::test::error_message;
 
 namespace {
 
@@ -175,11 +175,11 @@ TEST_CASE("DistributedSampler refills without allocating and rejects bad argumen
     CHECK(out == first);
     CHECK(s.indices(0) == dtrain::shard_indices(1000, 2, 3, 0, s.options()));
 
-    auto m = error_of([] { dtrain::DistributedSampler(3, 0, 4); });
+    auto m = error_message([] { dtrain::DistributedSampler(3, 0, 4); });
     CHECK(m.find("3 samples") != std::string::npos);
     CHECK(m.find("4 ranks") != std::string::npos);
-    CHECK(!error_of([] { dtrain::eval_shard(2, 0, 3); }).empty());
-    CHECK(error_of([] { dtrain::shard_indices(10, 0, 0, 0); }).find("world size") != std::string::npos);
-    CHECK(error_of([] { dtrain::shard_indices(10, 3, 3, 0); }).find("rank 3") != std::string::npos);
-    CHECK(error_of([] { dtrain::shard_indices(10, -1, 3, 0); }).find("rank -1") != std::string::npos);
+    CHECK(!error_message([] { dtrain::eval_shard(2, 0, 3); }).empty());
+    CHECK(error_message([] { dtrain::shard_indices(10, 0, 0, 0); }).find("world size") != std::string::npos);
+    CHECK(error_message([] { dtrain::shard_indices(10, 3, 3, 0); }).find("rank 3") != std::string::npos);
+    CHECK(error_message([] { dtrain::shard_indices(10, -1, 3, 0); }).find("rank -1") != std::string::npos);
 }

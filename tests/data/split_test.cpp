@@ -9,6 +9,7 @@
 
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/split.hpp>
+#include <support/test_utils.hpp>
 
 using Catch::Contains;
 using dtrain::Labels;
@@ -119,14 +120,8 @@ TEST_CASE("train_test_split errors name stratification when it is the cause", "[
         dtrain::train_test_split(d, 0.9, 1),
         Contains("a test fraction of 0.9 of 3 samples in 3 classes leaves the training part empty"));
     // Shuffled, a fraction that rounds to nothing is an error that does not blame stratification.
-    const std::string shuffled = [&] {
-        try {
-            dtrain::train_test_split(d, 0.1, 1, SplitMode::Shuffled);
-        } catch (const dtrain::Error& e) {
-            return std::string(e.what());
-        }
-        return std::string();
-    }();
+    const std::string shuffled =
+        dtrain::test::error_message([&] { dtrain::train_test_split(d, 0.1, 1, SplitMode::Shuffled); });
     CHECK_THAT(shuffled, Contains("dtrain::train_test_split: a test fraction of 0.1 of 3 samples rounds to 0 "
                                   "test samples, which leaves the test part empty"));
     CHECK(shuffled.find("stratif") == std::string::npos);

@@ -25,12 +25,7 @@ dtrain::Model<float> mlp(std::size_t hidden) {
 
 // The message the constructor throws on this rank ("" when it does not throw).
 std::string construct(dtrain::Model<float>& model, const dtrain::AsyncOptions& options) {
-    try {
-        AsyncSgd opt(model, dtrain::SGD<float>(0.1), options);
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
+    return dtrain::test::error_message([&] { AsyncSgd opt(model, dtrain::SGD<float>(0.1), options); });
 }
 
 }  // namespace
@@ -115,11 +110,7 @@ TEST_CASE("Async: run() called from the worker loop and global_sum() on a master
     std::string nested;
     double sum = 0.0;
     opt.run([&] {
-        try {
-            opt.run([] {});
-        } catch (const dtrain::Error& e) {
-            nested = e.what();
-        }
+        nested = dtrain::test::error_message([&] { opt.run([] {}); });
         sum = opt.global_sum(1.0);  // collective over the workers only
     });
     INFO(nested);

@@ -263,15 +263,12 @@ TEST_CASE("Async: step() on a master, outside run(), or after the wrong number o
     dtrain::Model<float> model = dtrain::test::make_mlp(1);
     AsyncSgd opt(model, dtrain::SGD<float>(0.1), dtrain::AsyncOptions{});
     CHECK_THROWS_WITH(opt.step(), Catch::Contains(opt.is_worker() ? "outside run()" : "is a master"));
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         opt.run([&] {
             opt.zero_grad();
             opt.step();  // no backward pass
         });
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     if (opt.is_worker())
         CHECK(what.find("0 backward passes since the last step") != std::string::npos);
     else

@@ -8,6 +8,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/distributed/detail/backward_passes.hpp>
+#include <support/test_utils.hpp>
 
 using dtrain::detail::BackwardPasses;
 
@@ -20,13 +21,10 @@ void backward(BackwardPasses& p, std::vector<std::size_t>& launched) {
 }
 
 std::string message(BackwardPasses& p) {
-    try {
+    return dtrain::test::error_message([&] {
         std::vector<std::size_t> ignored;
         backward(p, ignored);
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
+    });
 }
 
 }  // namespace

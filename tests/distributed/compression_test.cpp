@@ -243,12 +243,7 @@ TEST_CASE("Compression with a non-finite gradient: Stop names fp16's range, Skip
         mse.compute(model.forward(x), y, grad);
         model.backward(grad);
         model.gradients()[5] = c == Compression::Fp16 ? 1e5f : std::numeric_limits<float>::quiet_NaN();
-        std::string what;
-        try {
-            opt.step();
-        } catch (const dtrain::Error& e) {
-            what = e.what();
-        }
+        const std::string what = dtrain::test::error_message([&] { opt.step(); });
         INFO(what);
         if (c == Compression::Fp16) {
             CHECK(what.find("gradient of step 1 is not finite: inf at index 5") != std::string::npos);
@@ -273,12 +268,9 @@ struct NoHalfComm : dtrain::Collective {
 
 std::string construction_error(const dtrain::SyncOptions& o) {
     Model<float> model = make_model();
-    try {
+    return dtrain::test::error_message([&] {
         dtrain::DistOptimizer<NoHalfComm, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.1), o);
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
+    });
 }
 
 }  // namespace
@@ -347,12 +339,7 @@ std::string load_error(const std::string& path, Compression c, double ratio, MPI
     o.compression = c;
     o.topk_ratio = ratio;
     dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, momentum_sgd(), o, comm);
-    try {
-        dtrain::load_checkpoint(path, opt);
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
+    return dtrain::test::error_message([&] { dtrain::load_checkpoint(path, opt); });
 }
 
 }  // namespace

@@ -62,12 +62,7 @@ void check_policy(bool overlap) {
     opt.step();  // a healthy step first
     opt.zero_grad();
     backward(m, 45);
-    std::string what;
-    try {
-        opt.step();
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    const std::string what = dtrain::test::error_message([&] { opt.step(); });
     INFO(what);
     CHECK(what.find("gradient of step 1 is not finite: nan at index 45, in layer 2 (Dense(8, 3))") !=
           std::string::npos);
@@ -105,7 +100,7 @@ NanRowRun train_with_nan_row(dtrain::NonFinite mode, bool overlap) {
     Tensor<float> x = Tensor<float>::from_shape({4, 4}), grad;
     dtrain::Labels y = dtrain::Labels::from_shape({4});
     NanRowRun r;
-    try {
+    r.what = dtrain::test::error_message([&] {
         opt.run([&] {
             for (int epoch = 0; epoch < 2; ++epoch)
                 for (std::size_t b = 0; b < 4; ++b) {
@@ -120,9 +115,7 @@ NanRowRun train_with_nan_row(dtrain::NonFinite mode, bool overlap) {
                     opt.step();
                 }
         });
-    } catch (const dtrain::Error& e) {
-        r.what = e.what();
-    }
+    });
     r.steps = opt.optimizer().steps();
     r.skipped = opt.skipped_steps();
     r.params.assign(m.parameters().begin(), m.parameters().end());
@@ -222,8 +215,7 @@ TEST_CASE("Async: a worker's non-finite gradient ends run() on every rank with i
         dtrain::AsyncOptions o;
         o.nonfinite = mode;
         dtrain::DistOptimizer<dtrain::Async, dtrain::SGD<float>> opt(m, dtrain::SGD<float>(0.1), o);
-        std::string what;
-        try {
+        const std::string what = dtrain::test::error_message([&] {
             opt.run([&] {
                 for (int s = 0; s < 4; ++s) {
                     opt.zero_grad();
@@ -231,9 +223,7 @@ TEST_CASE("Async: a worker's non-finite gradient ends run() on every rank with i
                     opt.step();
                 }
             });
-        } catch (const dtrain::Error& e) {
-            what = e.what();
-        }
+        });
         INFO(what);
         if (mode == dtrain::NonFinite::Stop) {
             CHECK(what.find("gradient of step 2 is not finite: nan at index 45, in layer 2 (Dense(8, 3))") !=

@@ -85,12 +85,8 @@ dtrain::SGD<float> make_sgd() {
 /// `options` throws on this rank ("" when it does not throw).
 template <class Comm = dtrain::Collective>
 std::string construction_error(Model<float>& model, const dtrain::SyncOptions& options = {}) {
-    try {
-        dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(model, make_sgd(), options);
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
+    return dtrain::test::error_message(
+        [&] { dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(model, make_sgd(), options); });
 }
 
 constexpr std::size_t kSteps = 20;
@@ -262,12 +258,7 @@ TEST_CASE("DistOptimizer with the progress thread forced on and off gives the sa
     CHECK(dtrain::test::max_rel_diff(with_collective, without_collective) <= 1e-6);
     CHECK(bitwise_equal_across_ranks(with));
     ::setenv("DTRAIN_PROGRESS_THREAD", "yes", 1);
-    std::string msg;
-    try {
-        train_dist<dtrain::Ring>(make_mlp, o);
-    } catch (const dtrain::Error& e) {
-        msg = e.what();
-    }
+    const std::string msg = dtrain::test::error_message([&] { train_dist<dtrain::Ring>(make_mlp, o); });
     ::unsetenv("DTRAIN_PROGRESS_THREAD");
     if (dtrain::test::world_size() > 1)
         CHECK(msg.find("DTRAIN_PROGRESS_THREAD must be 0, 1 or auto, got 'yes'") != std::string::npos);
@@ -352,13 +343,10 @@ TEST_CASE("DistOptimizer names another activation or learning rate on one rank a
               "parameters) on rank 1") != std::string::npos);
 
     Model<float> same = make_mlp(1);
-    std::string lr;
-    try {
+    const std::string lr = dtrain::test::error_message([&] {
         dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(
             same, dtrain::SGD<float>(dtrain::SGDOptions().lr(rank == 1 ? 0.1 : 0.05).momentum(0.9)));
-    } catch (const dtrain::Error& e) {
-        lr = e.what();
-    }
+    });
     INFO(lr);
     CHECK(lr.find(
               "the optimizers differ across ranks: the optimizer is SGD(lr=0.05, momentum=0.9, dampening=0, "
@@ -372,8 +360,7 @@ TEST_CASE("DistOptimizer names Adam on one rank and AdamW on another at construc
     const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
     if (size < 2) return;
     Model<float> model = make_mlp(1);
-    std::string what;
-    try {
+    const std::string what = dtrain::test::error_message([&] {
         if (rank == 1) {
             dtrain::DistOptimizer<dtrain::Ring, dtrain::AdamW<float>> opt(
                 model, dtrain::AdamW<float>(dtrain::AdamWOptions().lr(0.001).weight_decay(0.01)));
@@ -381,9 +368,7 @@ TEST_CASE("DistOptimizer names Adam on one rank and AdamW on another at construc
             dtrain::DistOptimizer<dtrain::Ring, dtrain::Adam<float>> opt(
                 model, dtrain::Adam<float>(dtrain::AdamOptions().lr(0.001).weight_decay(0.01)));
         }
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    });
     INFO(what);
     CHECK(what.find(
               "the optimizers differ across ranks: the optimizer is Adam(lr=0.001, beta1=0.9, beta2=0.999, "

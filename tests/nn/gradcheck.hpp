@@ -116,17 +116,4 @@ inline bool contains(const std::string& s, const std::string& part) {
     return s.find(part) != std::string::npos;
 }
 
-/// The message of the dtrain::Error thrown by `f`, or "<no error>" / "<other exception>".
-template <class F>
-std::string error_message(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (...) {
-        return "<other exception>";
-    }
-    return "<no error>";
-}
-
 }  // namespace dtrain::test

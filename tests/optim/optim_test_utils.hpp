@@ -7,21 +7,10 @@
 #include <string>
 #include <vector>
 
-#include <dtrain/core/error.hpp>
 #include <dtrain/core/span.hpp>
+#include <support/test_utils.hpp>
 
 namespace dtrain::test {
-
-/// The message of the dtrain::Error that `f()` throws, or "" when it throws none.
-template <class F>
-std::string error_message(F&& f) {
-    try {
-        f();
-    } catch (const dtrain::Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 /// True when `text` contains every one of `parts`.
 inline bool contains_all(const std::string& text, const std::vector<std::string>& parts) {

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -26,6 +27,19 @@ inline bool all_ranks(bool cond, MPI_Comm comm = MPI_COMM_WORLD) {
 
 using dtrain::world_rank;
 using dtrain::world_size;
+
+/// The message of the dtrain::Error that `f()` throws, or "" when it throws none, so a check that the
+/// message contains something fails when nothing is thrown, and `.empty()` checks that nothing is. Any other
+/// exception propagates (Catch2 reports it and fails the test case).
+template <class F>
+std::string error_message(F&& f) {
+    try {
+        f();
+    } catch (const dtrain::Error& e) {
+        return e.what();
+    }
+    return "";
+}
 
 /// A tensor of `shape` with uniform values in [lo, hi) drawn from `rng`.
 template <class T>

@@ -36,12 +36,8 @@ TEST_CASE("Timeline: a merged trace over 2 GiB fails on every rank, naming its s
     t.enable(std::size_t(mine), MPI_COMM_WORLD);
     for (int i = 0; i < mine; ++i)
         t.complete(huge.c_str(), "compute", 0, 1);
-    std::string what;
-    try {
-        t.write("dtrain_timeline_too_large.json", MPI_COMM_WORLD);
-    } catch (const dtrain::Error& e) {
-        what = e.what();
-    }
+    const std::string what =
+        dtrain::test::error_message([&] { t.write("dtrain_timeline_too_large.json", MPI_COMM_WORLD); });
     INFO("rank " << rank << ": " << what);
     CHECK(dtrain::test::all_ranks(what.find("Timeline::write: the trace is too large to gather") !=
                                   std::string::npos));
