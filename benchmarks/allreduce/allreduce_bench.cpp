@@ -12,12 +12,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <dtrain/comm.hpp>
 #include <dtrain/core/environment.hpp>
+#include <support/cli.hpp>
 
 namespace {
 
@@ -84,9 +84,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--csv")
             o.csv = v;
         else if (a == "--variants") {
-            std::stringstream ss(v);
-            std::string s;
-            while (std::getline(ss, s, ',')) {
+            for (const std::string& s : dtrain::bench::split(v)) {
                 const auto colon = s.find(':');
                 DTRAIN_CHECK(colon != std::string::npos, "allreduce_bench: --variants entry '", s,
                              "' is not SEGMENT_BYTES:WINDOW");
@@ -98,9 +96,7 @@ Options parse(int argc, char** argv) {
             }
         } else if (a == "--algos") {
             o.algos.clear();
-            std::stringstream ss(v);
-            std::string s;
-            while (std::getline(ss, s, ',')) {
+            for (const std::string& s : dtrain::bench::split(v)) {
                 DTRAIN_CHECK(s == "naive" || s == "ring" || s == "collective",
                              "allreduce_bench: unknown algorithm '", s,
                              "' in --algos (naive, ring, collective)");

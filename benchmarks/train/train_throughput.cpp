@@ -17,6 +17,7 @@
 // 1x1 maps) counts the skipped work as done, as FLOP counters and vendor libraries report it.
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
 #include <dtrain/dtrain.hpp>
+#include <support/cli.hpp>
 
 #include <sys/resource.h>
 
@@ -25,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -179,15 +179,6 @@ int parse_int(const std::string& flag, const char* v) {
     return int(x);
 }
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        out.push_back(item);
-    return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,11 +206,11 @@ int main(int argc, char** argv) {
         else
             usage("unknown flag " + a);
     }
-    for (const auto& m : split(modes))
+    for (const auto& m : dtrain::bench::split(modes))
         if (m != "train" && m != "infer") usage("unknown mode '" + m + "' (known: train, infer)");
     const double peak = gemm_rate({"", 1024, 1024, 1024, false, false}, std::max(reps, 3));
     std::printf("sgemm 1024x1024x1024 %.1f\n", peak);
-    for (const auto& name : split(models)) {
+    for (const auto& name : dtrain::bench::split(models)) {
         if (name != "cnn" && name != "mlp" && name != "resnet9")
             usage("unknown model '" + name + "' (known: cnn, mlp, resnet9)");
         dtrain::Model<float> model = name == "cnn"   ? dtrain::zoo::singa_cnn<float>(0)
@@ -253,7 +244,7 @@ int main(int argc, char** argv) {
             }
         }
         dtrain::SGD<float> opt(so);
-        for (const auto& mode : split(modes)) {
+        for (const auto& mode : dtrain::bench::split(modes)) {
             const bool train = mode == "train";
             const double flop = train ? flop_train : flop_infer;
             std::printf("flop %s %s %.0f\n", name.c_str(), mode.c_str(), flop);

@@ -41,6 +41,7 @@
 //   (medians over rounds; t1_ms: rank 0's bare step alone, both_ms: the bare step on every rank with no
 //   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step)
 #include <dtrain/dtrain.hpp>
+#include <support/cli.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -51,7 +52,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -665,15 +665,6 @@ double parse_double(const std::string& flag, const char* v) {
     return x;
 }
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        out.push_back(item);
-    return out;
-}
-
 }  // namespace
 
 /// Type tag carrying a communicator policy to a generic lambda.
@@ -784,7 +775,7 @@ int main(int argc, char** argv) {
     }
     if (budget && env.size() < 2) usage("--budget needs at least two ranks");
     if (compare || budget) {
-        for (const auto& p : split(policies)) {
+        for (const auto& p : dtrain::bench::split(policies)) {
             with_policy(p, [&](auto tag) {
                 using Comm = typename decltype(tag)::type;
                 if (budget)
@@ -795,10 +786,10 @@ int main(int argc, char** argv) {
         }
         return 0;
     }
-    for (const auto& ov : split(overlaps)) {
+    for (const auto& ov : dtrain::bench::split(overlaps)) {
         dtrain::SyncOptions o = base;
         o.overlap = ov == "1";
-        for (const auto& p : split(policies)) {
+        for (const auto& p : dtrain::bench::split(policies)) {
             with_policy(p, [&](auto tag) {
                 using Comm = typename decltype(tag)::type;
                 bench_policy<Comm>(p, s, o, env.rank(), env.size());

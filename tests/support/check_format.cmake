@@ -2,7 +2,8 @@
 # Usage: cmake -DSOURCE_DIR=<repo> -DCLANG_FORMAT=<clang-format> -P check_format.cmake
 file(GLOB_RECURSE files LIST_DIRECTORIES false
      ${SOURCE_DIR}/include/*.hpp ${SOURCE_DIR}/tests/*.hpp ${SOURCE_DIR}/tests/*.cpp
-     ${SOURCE_DIR}/examples/*.hpp ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/benchmarks/*.cpp)
+     ${SOURCE_DIR}/examples/*.hpp ${SOURCE_DIR}/examples/*.cpp ${SOURCE_DIR}/benchmarks/*.hpp
+     ${SOURCE_DIR}/benchmarks/*.cpp)
 set(bad)
 foreach(f IN LISTS files)
   execute_process(COMMAND ${CLANG_FORMAT} --style=file --dry-run --Werror ${f}
