@@ -5,6 +5,7 @@
 // which runs only with two CPUs per node-local rank, must count this host's one rank, not the job's.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,4 +94,29 @@ TEST_CASE("The progress-thread decision counts this host's ranks only", "[multih
             "node_test: %d CPUs per process, %d ranks in the job, 1 per host: progress thread %s%s\n", cpus,
             world_size(), opt.progress_thread() ? "on" : "off",
             cpus >= 2 && cpus < 2 * world_size() ? " (it would be off if the job's ranks counted)" : "");
+}
+
+TEST_CASE("cluster.sh up --pin: every host runs on CPUs of its own", "[.][pinned]") {
+    // Selected by the multihost.node_pinned tests only: host I gets CPUs [(I-1)k, Ik), k = online / hosts.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+    std::string mask;
+    const int online = int(sysconf(_SC_NPROCESSORS_ONLN)), per_host = online / world_size();
+    for (int c = 0; c < std::min(online, 127); ++c)
+        mask += CPU_ISSET(c, &set) ? '1' : '0';
+    const auto masks = all_gather(mask);
+    INFO("rank " << world_rank() << " runs on CPUs " << mask << " of " << online);
+    CHECK(all_ranks(dtrain::detail::available_cpus() == per_host));
+    bool disjoint = true;
+    for (std::size_t c = 0; c < mask.size(); ++c) {
+        int users = 0;
+        for (const std::string& m : masks)
+            users += m[c] == '1';
+        disjoint = disjoint && users <= 1;
+    }
+    CHECK(all_ranks(disjoint));
+    if (world_rank() == 0)
+        for (int r = 0; r < world_size(); ++r)
+            std::printf("node_test: rank %d (pinned) runs on CPUs %s\n", r, masks[std::size_t(r)].c_str());
 }
