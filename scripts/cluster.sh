@@ -42,8 +42,11 @@
 # in the PMI barrier) never answers (UCX issue 8738). No UCX or MPICH 4.0.2 setting tried avoids it
 # (UCX_TCP_PUT_ENABLE=n: 9 of 10 quickstart runs hung; UCX_TCP_MAX_CONN_RETRIES=1: 8 of 10; =0 breaks
 # MPI_Init). Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40 quickstart runs. So use an
-# Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`. This kernel may lack the netem
-# qdisc, so --delay and --loss then refuse to start.
+# Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`. --delay and --loss need the netem
+# qdisc and refuse to start without it. Some kernels have no way to delay at all: the one this was written
+# on (6.18, /proc/config.gz) has tbf, htb, ingress, cls_bpf and act_mirred but neither netem nor fq nor etf
+# (CONFIG_NET_SCH_NETEM, _FQ, _ETF unset), so not even a BPF program that sets departure times (which fq
+# or etf would honour) can add delay there.
 # State (hostfile, launcher, settings) lives in ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}. Only the
 # namespaces named dtrain-cl-* are ever created or deleted; the machine's own interfaces are not touched.
 set -euo pipefail
