@@ -2,7 +2,9 @@
 // search among all 65536 binary16 values; the two bfloat16 neighbours compared in double), every bit
 // pattern's round trip, the precision bounds (fp16 2^-11, bf16 2^-8 relative), special values; their float
 // arithmetic; and sums of Span<Half> / Span<BFloat16> on Collective, Ring and Naive (fp32 accumulation,
-// bitwise identical on every rank, Naive exactly the rank-order fold).
+// bitwise identical on every rank, Naive exactly the rank-order fold); the bulk conversions and sums (F16C
+// and scalar) bitwise against the scalar functions over every binary16 pattern and a dense float sweep,
+// also with DAZ/FTZ set.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,6 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include <dtrain/comm.hpp>
 #include <dtrain/core/hash.hpp>
@@ -181,6 +187,150 @@ TEST_CASE("Half and BFloat16 arithmetic: in float, rounded once, NaN canonical a
     STATIC_REQUIRE(dtrain::has_half_sums_v<dtrain::Collective>);
     STATIC_REQUIRE(dtrain::has_half_sums_v<dtrain::Ring>);
     STATIC_REQUIRE(dtrain::has_half_sums_v<dtrain::Naive>);
+}
+
+namespace {
+
+/// Floats around every place binary16 rounding decides: each finite binary16 value and the midpoints to its
+/// neighbour (exact in float) with the patterns next to them, 65504..infinity, float subnormals, NaNs with
+/// many payloads, every 4099th bit pattern; both signs of each.
+std::vector<float> rounding_sweep() {
+    std::vector<std::uint32_t> u;
+    for (std::uint32_t h = 0; h < 0x7c00; ++h) {
+        const double lo = half_value(std::uint16_t(h)), hi = half_value(std::uint16_t(h + 1));
+        const std::uint32_t at = bits_of(float(lo)), mid = bits_of(float((lo + hi) / 2));
+        for (std::uint32_t d = 0; d < 3; ++d)
+            u.insert(u.end(), {at + d, at - d, mid + d, mid - d});
+    }
+    for (std::uint32_t x = 0x477fe000u; x <= 0x47800000u; ++x)  // 65504 up to infinity
+        u.push_back(x);
+    for (std::uint32_t x = 0; x < 0x00800000u; x += 997)  // float subnormals (binary16 zeros)
+        u.push_back(x);
+    for (std::uint32_t x = 0x7f800000u; x <= 0x7fffffffu; x += 0x1fff)  // inf, NaNs
+        u.insert(u.end(), {x, x | 1u, x | 0x1000u, x | 0x2000u, x & ~0x400000u, x | 0x7fffffu});
+    for (std::uint64_t x = 0; x < (std::uint64_t(1) << 31); x += 4099)
+        u.push_back(std::uint32_t(x));
+    std::vector<float> v;
+    v.reserve(2 * u.size());
+    for (std::uint32_t x : u)
+        v.insert(v.end(), {from_bits(x & 0x7fffffffu), from_bits(x | 0x80000000u)});
+    return v;
+}
+
+/// The first position at which a and b differ in their bits, or -1.
+template <class T>
+long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return long(i);
+    return -1;
+}
+
+/// Checks the bulk functions against the scalar ones on every start offset and tail length up to 9; returns
+/// a hash of the scalar results (the same under every MXCSR mode).
+std::uint64_t check_bulk_conversions() {
+    namespace d = dtrain::detail;
+    const std::vector<float> floats = rounding_sweep();
+    std::vector<std::uint16_t> halves(0x10000);
+    for (std::uint32_t h = 0; h < 0x10000; ++h)
+        halves[h] = std::uint16_t(h);
+    std::vector<std::uint16_t> want16(floats.size()), got16(floats.size()), bf_want(floats.size());
+    for (std::size_t i = 0; i < floats.size(); ++i) {
+        want16[i] = d::float_to_half_bits(floats[i]);
+        bf_want[i] = d::float_to_bfloat16_bits(floats[i]);
+    }
+    std::vector<float> want32(halves.size()), got32(halves.size()), bf_want32(halves.size());
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+        want32[i] = d::half_bits_to_float(halves[i]);
+        bf_want32[i] = d::bfloat16_bits_to_float(halves[i]);
+    }
+    using Encode = void (*)(const float*, std::uint16_t*, std::size_t);
+    using Decode = void (*)(const std::uint16_t*, float*, std::size_t);
+    std::vector<std::pair<Encode, Decode>> paths = {{&d::halves_from_floats, &d::floats_from_halves}};
+#ifdef DTRAIN_HAS_F16C_PATH
+    if (d::cpu_has_f16c()) paths.push_back({&d::halves_from_floats_f16c, &d::floats_from_halves_f16c});
+#endif
+    for (std::size_t p = 0; p < paths.size(); ++p) {
+        INFO("path " << p << " (0 dispatched, 1 F16C)");
+        for (std::size_t start = 0; start < 9; ++start) {  // unaligned starts, every tail length
+            std::fill(got16.begin(), got16.end(), std::uint16_t(0x5555));
+            paths[p].first(floats.data() + start, got16.data() + start, floats.size() - start);
+            for (std::size_t i = 0; i < start; ++i)
+                got16[i] = want16[i];
+            const long e = first_difference(got16, want16);
+            CHECK(e == -1);
+            if (e >= 0) FAIL_CHECK("float bits " << bits_of(floats[std::size_t(e)]) << ": " << got16[e]);
+            std::fill(got32.begin(), got32.end(), 0.5f);
+            paths[p].second(halves.data() + start, got32.data() + start, halves.size() - start);
+            std::copy(want32.begin(), want32.begin() + long(start), got32.begin());
+            const long f = first_difference(got32, want32);
+            CHECK(f == -1);
+            if (f >= 0) FAIL_CHECK("half bits " << f << ": " << bits_of(got32[std::size_t(f)]));
+        }
+    }
+    d::bfloat16s_from_floats(floats.data(), got16.data(), floats.size());
+    CHECK(first_difference(got16, bf_want) == -1);
+    d::floats_from_bfloat16s(halves.data(), got32.data(), halves.size());
+    CHECK(first_difference(got32, bf_want32) == -1);
+    return d::fnv1a(want16.data(), 2 * want16.size()) ^ d::fnv1a(want32.data(), 4 * want32.size()) ^
+           d::fnv1a(bf_want.data(), 2 * bf_want.size());
+}
+
+/// Checks add_halves (and its F16C form) against Half + Half on all pairs of special and random binary16
+/// values; returns a hash of the scalar sums.
+std::uint64_t check_bulk_sums() {
+    namespace d = dtrain::detail;
+    std::vector<std::uint16_t> special;
+    for (std::uint16_t h : {0x0000, 0x0001, 0x0002, 0x03ff, 0x0400, 0x0401, 0x3c00, 0x3c01, 0x3bff, 0x7bfe,
+                            0x7bff, 0x7c00, 0x7c01, 0x7d00, 0x7e00, 0x7e01, 0x7fff, 0x1400, 0x5640, 0x7a00})
+        special.insert(special.end(), {h, std::uint16_t(h | 0x8000)});
+    dtrain::Rng rng(5);
+    std::vector<std::uint16_t> a, b;
+    for (std::uint16_t x : special)
+        for (std::uint16_t y : special) {
+            a.push_back(x);
+            b.push_back(y);
+        }
+    for (int i = 0; i < 300000; ++i) {
+        a.push_back(std::uint16_t(rng()));
+        const std::uint16_t near = std::uint16_t((a.back() & 0x7c00) | (rng() & 0x83ff));  // same exponent
+        b.push_back(i % 2 ? near : std::uint16_t(rng()));
+    }
+    std::vector<std::uint16_t> want(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+        want[i] = (Half::from_bits(a[i]) + Half::from_bits(b[i])).bits;
+    using Add = void (*)(std::uint16_t*, const std::uint16_t*, std::size_t);
+    std::vector<Add> paths = {&d::add_halves, &d::add_halves_scalar};
+#ifdef DTRAIN_HAS_F16C_PATH
+    if (d::cpu_has_f16c()) paths.push_back(&d::add_halves_f16c);
+#endif
+    for (std::size_t p = 0; p < paths.size(); ++p) {
+        for (std::size_t start = 0; start < 9; ++start) {
+            std::vector<std::uint16_t> got = a;
+            paths[p](got.data() + start, b.data() + start, got.size() - start);
+            std::copy(want.begin(), want.begin() + long(start), got.begin());
+            const long e = first_difference(got, want);
+            INFO("path " << p << ", start " << start);
+            CHECK(e == -1);
+            if (e >= 0)
+                FAIL_CHECK(a[std::size_t(e)] << " + " << b[std::size_t(e)] << ": " << got[std::size_t(e)]);
+        }
+    }
+    return d::fnv1a(want.data(), 2 * want.size());
+}
+
+}  // namespace
+
+TEST_CASE("Bulk binary16 and bfloat16 conversions and sums: bitwise the scalar functions, F16C or not",
+          "[half][bulk]") {
+    const std::uint64_t conversions = check_bulk_conversions(), sums = check_bulk_sums();
+#if defined(__x86_64__)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040u);  // flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+    const std::uint64_t daz_conversions = check_bulk_conversions(), daz_sums = check_bulk_sums();
+    _mm_setcsr(saved);
+    CHECK(daz_conversions == conversions);  // the scalar results too are independent of the mode
+    CHECK(daz_sums == sums);
+#endif
 }
 
 namespace {

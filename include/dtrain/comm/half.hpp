@@ -6,10 +6,18 @@
 /// conversion to float. Their arithmetic happens in float: a + b converts both operands to float, adds and
 /// rounds the sum back once, so an all-reduce of 16-bit values accumulates in fp32 at every step (Horovod's
 /// fp16 compression, PyTorch DDP's bf16 hook). Every communicator policy that declares
-/// `half_float_sums` (see comm/communicator.hpp) reduces Span<Half> and Span<BFloat16> this way.
+/// `half_float_sums` (see comm/communicator.hpp) reduces Span<Half> and Span<BFloat16> this way. Bulk
+/// conversions and sums of binary16 arrays use the CPU's F16C instructions where it has them (chosen at run
+/// time), with bitwise the same results as the scalar conversions.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DTRAIN_HAS_F16C_PATH 1
+#include <immintrin.h>
+#endif
 
 namespace dtrain {
 
@@ -75,6 +83,135 @@ inline std::uint16_t float_to_bfloat16_bits(float f) noexcept {
 /// The float of bfloat16 bits `b` (exact).
 inline float bfloat16_bits_to_float(std::uint16_t b) noexcept {
     return bits_float(std::uint32_t(b) << 16);
+}
+
+/// dst[i] = float_to_half_bits(src[i]) for i < n, one element at a time (the reference of halves_from_floats).
+inline void halves_from_floats_scalar(const float* src, std::uint16_t* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        dst[i] = float_to_half_bits(src[i]);
+}
+
+/// dst[i] = half_bits_to_float(src[i]) for i < n, one element at a time (the reference of floats_from_halves).
+inline void floats_from_halves_scalar(const std::uint16_t* src, float* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        dst[i] = half_bits_to_float(src[i]);
+}
+
+/// The binary16 sum of binary16 bits `a` and `b`: both converted to float, added and rounded once, every NaN
+/// the quiet NaN 0x7e00 (Half's operator+).
+inline std::uint16_t half_bits_sum(std::uint16_t a, std::uint16_t b) noexcept {
+    const float s = half_bits_to_float(a) + half_bits_to_float(b);
+    return s != s ? std::uint16_t(0x7e00u) : float_to_half_bits(s);
+}
+
+/// dst[i] = half_bits_sum(dst[i], src[i]) for i < n, one element at a time (the reference of add_halves).
+inline void add_halves_scalar(std::uint16_t* dst, const std::uint16_t* src, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        dst[i] = half_bits_sum(dst[i], src[i]);
+}
+
+#ifdef DTRAIN_HAS_F16C_PATH
+/// Whether this CPU has the F16C conversions (and AVX), asked once.
+inline bool cpu_has_f16c() noexcept {
+    static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return has;
+}
+
+/// halves_from_floats with F16C, 8 values at a time (requires cpu_has_f16c()). vcvtps2ph rounds to nearest
+/// even whatever MXCSR says, keeps NaN payloads' top bits with the quiet bit set, and ignores DAZ/FTZ for
+/// these values: bitwise float_to_half_bits.
+__attribute__((target("avx,f16c"))) inline void halves_from_floats_f16c(const float* src, std::uint16_t* dst,
+                                                                        std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    halves_from_floats_scalar(src + i, dst + i, n - i);
+}
+
+/// Whether any of the 8 binary16 values in `h` is a NaN (whose vcvtph2ps result is quieted, unlike
+/// half_bits_to_float's).
+__attribute__((target("avx,f16c"))) inline bool any_half_nan(__m128i h) noexcept {
+    const __m128i magnitude = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+    return _mm_movemask_epi8(_mm_cmpgt_epi16(magnitude, _mm_set1_epi16(0x7c00))) != 0;
+}
+
+/// floats_from_halves with F16C, 8 values at a time (requires cpu_has_f16c()); blocks holding a NaN take
+/// the scalar conversion, which keeps a signalling NaN signalling: bitwise half_bits_to_float.
+__attribute__((target("avx,f16c"))) inline void floats_from_halves_f16c(const std::uint16_t* src, float* dst,
+                                                                        std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        if (any_half_nan(h))
+            floats_from_halves_scalar(src + i, dst + i, 8);
+        else
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    floats_from_halves_scalar(src + i, dst + i, n - i);
+}
+
+/// add_halves with F16C, 8 values at a time (requires cpu_has_f16c()): the sums in float, NaN sums replaced
+/// by 0x7e00 before rounding: bitwise half_bits_sum.
+__attribute__((target("avx,f16c"))) inline void add_halves_f16c(std::uint16_t* dst, const std::uint16_t* src,
+                                                                std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
+        const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+        const __m256 s = _mm256_add_ps(a, b);
+        const __m256 nan = _mm256_cmp_ps(s, s, _CMP_UNORD_Q);
+        const __m128i rounded = _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT);
+        const __m128i nan16 = _mm_packs_epi32(_mm_castps_si128(_mm256_castps256_ps128(nan)),
+                                              _mm_castps_si128(_mm256_extractf128_ps(nan, 1)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm_blendv_epi8(rounded, _mm_set1_epi16(0x7e00), nan16));
+    }
+    add_halves_scalar(dst + i, src + i, n - i);
+}
+#endif
+
+/// dst[i] = float_to_half_bits(src[i]) for i < n: bitwise the same, with F16C when the CPU has it.
+inline void halves_from_floats(const float* src, std::uint16_t* dst, std::size_t n) noexcept {
+#ifdef DTRAIN_HAS_F16C_PATH
+    if (cpu_has_f16c()) return halves_from_floats_f16c(src, dst, n);
+#endif
+    halves_from_floats_scalar(src, dst, n);
+}
+
+/// dst[i] = half_bits_to_float(src[i]) for i < n: bitwise the same, with F16C when the CPU has it.
+inline void floats_from_halves(const std::uint16_t* src, float* dst, std::size_t n) noexcept {
+#ifdef DTRAIN_HAS_F16C_PATH
+    if (cpu_has_f16c()) return floats_from_halves_f16c(src, dst, n);
+#endif
+    floats_from_halves_scalar(src, dst, n);
+}
+
+/// dst[i] = half_bits_sum(dst[i], src[i]) for i < n (the ranges must not overlap): bitwise the same, with
+/// F16C when the CPU has it.
+inline void add_halves(std::uint16_t* dst, const std::uint16_t* src, std::size_t n) noexcept {
+#ifdef DTRAIN_HAS_F16C_PATH
+    if (cpu_has_f16c()) return add_halves_f16c(dst, src, n);
+#endif
+    add_halves_scalar(dst, src, n);
+}
+
+/// dst[i] = float_to_bfloat16_bits(src[i]) for i < n, written so that the compiler vectorises it (the NaN
+/// case is a select, not a branch).
+inline void bfloat16s_from_floats(const float* __restrict src, std::uint16_t* __restrict dst,
+                                  std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t x = float_bits(src[i]);
+        const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet = (x >> 16) | 0x40u;
+        dst[i] = std::uint16_t((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    }
+}
+
+/// dst[i] = bfloat16_bits_to_float(src[i]) for i < n.
+inline void floats_from_bfloat16s(const std::uint16_t* __restrict src, float* __restrict dst,
+                                  std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i)
+        dst[i] = bits_float(std::uint32_t(src[i]) << 16);
 }
 
 /// The IEEE 754 binary16 format for WireFloat: conversions and the canonical NaN.

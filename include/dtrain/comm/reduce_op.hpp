@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -99,6 +100,13 @@ struct Plus {
         return T(a + b);
     }
 };
+/// Sums of Half arrays: add_halves (F16C where the CPU has it), bitwise the generic loop's Half + Half.
+inline void combine_into(Half* __restrict dst, const Half* __restrict src, std::size_t n, Plus) noexcept {
+    static_assert(sizeof(Half) == sizeof(std::uint16_t) && std::is_standard_layout_v<Half>,
+                  "Half is its bits");
+    add_halves(reinterpret_cast<std::uint16_t*>(dst), reinterpret_cast<const std::uint16_t*>(src), n);
+}
+
 /// See Plus.
 struct Times {
     template <class T>
