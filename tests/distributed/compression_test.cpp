@@ -1,5 +1,5 @@
-// Gradient compression (distributed/compression.hpp, SyncOptions::compression): top-k selection and error
-// feedback on hand-made gradients (exact residuals), compressed training under every policy with and
+// Gradient compression (distributed/compression.hpp, SyncOptions::compression): top-k selection (the radix
+// select against std::nth_element on data with many ties and edge cases) and error feedback on hand-made gradients (exact residuals), compressed training under every policy with and
 // without overlap and accumulation (bitwise identical on every rank, close to the uncompressed run, no
 // allocation in steady state), non-finite gradients, construction errors, and checkpoints that resume a
 // top-k run bitwise and refuse another setting.
@@ -116,6 +116,71 @@ TEST_CASE("topk_count and the setting's names", "[dist][compression]") {
     for (Compression c : all_settings)
         CHECK(dtrain::compression_from_name(dtrain::compression_name(c)) == c);
     CHECK_THROWS_WITH(dtrain::compression_from_name("int8"), Catch::Contains("none, fp16, bf16 or topk"));
+}
+
+namespace {
+
+/// TopKSelector<T> against top_k_by_nth_element on `x` for every k in `ks` (clamped to n).
+template <class T>
+void check_selection(const std::vector<T>& x, std::initializer_list<std::size_t> ks) {
+    const std::size_t n = x.size();
+    dtrain::detail::TopKSelector<T> select(n + 3);
+    std::vector<std::uint32_t> want(n), got(n + 1);
+    for (std::size_t k : ks) {
+        k = std::min(k, n);
+        std::fill(got.begin(), got.end(), 0xdeadbeefu);
+        INFO("n = " << n << ", k = " << k << (sizeof(T) == 4 ? ", float" : ", double"));
+        dtrain::detail::top_k_by_nth_element(x.data(), n, k, want.data());
+        select.select(x.data(), n, k, got.data());
+        CHECK(std::equal(want.begin(), want.begin() + long(k), got.begin()));
+        CHECK(got[k] == 0xdeadbeefu);  // nothing written past k
+    }
+}
+
+/// Values of random signs drawn from `levels` distinct magnitudes (many ties), plus some from everywhere.
+template <class T>
+std::vector<T> tied_values(std::size_t n, int levels, dtrain::Rng& rng) {
+    std::vector<T> x(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const T v = i % 17 == 0 ? T(rng.uniform(-4.0, 4.0)) : T(int(rng.below(std::uint64_t(levels)))) / T(8);
+        x[i] = rng.below(2) ? -v : v;
+    }
+    return x;
+}
+
+template <class T>
+void check_selections() {
+    dtrain::Rng rng(42);
+    for (std::size_t n : {1, 2, 7, 100, 4097, 100000})
+        for (int levels : {1, 2, 3, 50, 5000})
+            check_selection(tied_values<T>(n, levels, rng), {0, 1, 2, n / 100, n / 3, n - 1, n});
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    check_selection(std::vector<T>(1000, T(0)), {1, 10, 999, 1000});  // all zero
+    std::vector<T> z(1000, T(0));
+    for (std::size_t i = 0; i < z.size(); i += 3)
+        z[i] = -T(0);  // -0 and +0 have the same magnitude
+    check_selection(z, {1, 500, 999});
+    std::vector<T> special = tied_values<T>(3000, 4, rng);
+    for (std::size_t i = 5; i < special.size(); i += 97)
+        special[i] = i % 2 ? inf : -inf;
+    for (std::size_t i = 11; i < special.size(); i += 131)
+        special[i] = i % 3 ? nan : -nan;
+    special[2000] = std::numeric_limits<T>::denorm_min();
+    special[2001] = std::numeric_limits<T>::max();
+    check_selection(special, {1, 5, 30, 31, 60, 61, 62, 2999});
+    std::vector<T> spread(5000);  // distinct magnitudes over the whole exponent range, and adjacent ones
+    for (std::size_t i = 0; i < spread.size(); ++i)
+        spread[i] = i % 2 ? T(rng.uniform(-1.0, 1.0)) * std::pow(T(2), T(int(rng.below(200)) - 100))
+                          : std::nextafter(T(1), T(2)) * T(1 + i % 3);
+    check_selection(spread, {1, 50, 1666, 1667, 2500, 4999});
+}
+
+}  // namespace
+
+TEST_CASE("Top-k selection by radix select picks the indices of nth_element (ties to the lower index)",
+          "[dist][compression]") {
+    check_selections<float>();
+    check_selections<double>();
 }
 
 TEST_CASE("Top-k sends the k largest magnitudes (ties to the lower index) and feeds the rest back",

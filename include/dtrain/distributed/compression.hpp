@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -24,6 +23,7 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
+#include <dtrain/distributed/detail/compression_kernels.hpp>
 #include <dtrain/distributed/options.hpp>
 
 namespace dtrain {
@@ -137,7 +137,7 @@ public:
                      "SyncOptions::topk_ratio must be in (0, 1] with Compression::TopK, got ", topk_ratio);
         residual_.assign(n, T(0));
         next_.assign(n, T(0));
-        std::size_t words = 0, largest = 0;
+        std::size_t words = 0, largest = 0, most = 0;
         for (const Bucket& b : buckets_) {
             DTRAIN_CHECK(b.size < (std::size_t(1) << 32), "Compression::TopK: a bucket of ", b.size,
                          " values is too large for 32-bit indices; lower SyncOptions::bucket_bytes");
@@ -145,9 +145,11 @@ public:
             words_at_.push_back(words);
             words += std::size_t(ranks) * k_.back() * pair_words;
             largest = std::max(largest, b.size);
+            most = std::max(most, k_.back());
         }
         words_.assign(words, 0u);
-        order_.resize(largest);
+        order_.resize(most);
+        select_ = detail::TopKSelector<T>(largest);
     }
 
     /// The setting.
@@ -229,7 +231,6 @@ public:
 
 private:
     static constexpr std::size_t pair_words = 1 + sizeof(T) / sizeof(std::uint32_t);  // index, value bits
-    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
 
     /// Calls `fn` with bucket b's wire as the Span of its element type (Half, BFloat16 or 32-bit words) and
     /// returns what it returns; only the element types `Comm` can sum are instantiated.
@@ -263,25 +264,16 @@ private:
         return Span<std::uint32_t>(words_.data() + words_at_[b], std::size_t(ranks_) * k_[b] * pair_words);
     }
 
-    /// |x| as an unsigned integer that orders like the magnitude, NaN above infinity.
-    static Bits magnitude(T x) noexcept {
-        Bits u;
-        std::memcpy(&u, &x, sizeof u);
-        return u & (~Bits(0) >> 1);
-    }
-
     /// Fills the wire of bucket `range` of `grads`; returns its index.
     std::size_t encode(Span<T> grads, Span<T> range) {
         const std::size_t b = bucket_at(grads, range), n = range.size(), o = buckets_[b].offset;
         const T* g = range.data();
-        if (c_ == Compression::Fp16) {
-            for (std::size_t i = 0; i < n; ++i)
-                half_[o + i] = Half(float(g[i]));
-            return b;
-        }
-        if (c_ == Compression::Bf16) {
-            for (std::size_t i = 0; i < n; ++i)
-                bf16_[o + i] = BFloat16(float(g[i]));
+        if (c_ == Compression::Fp16 || c_ == Compression::Bf16) {
+            if (c_ == Compression::Fp16)
+                detail::convert_through_float(g, detail::wire_bits(half_, o), n, &detail::halves_from_floats);
+            if (c_ == Compression::Bf16)
+                detail::convert_through_float(g, detail::wire_bits(bf16_, o), n,
+                                              &detail::bfloat16s_from_floats);
             return b;
         }
         T* acc = next_.data() + o;
@@ -290,13 +282,7 @@ private:
             acc[i] = g[i] + r[i];
         const std::size_t k = k_[b];
         std::uint32_t* idx = order_.data();
-        std::iota(idx, idx + n, std::uint32_t(0));
-        const auto first = [acc](std::uint32_t x, std::uint32_t y) {  // larger magnitude, then lower index
-            const Bits mx = magnitude(acc[x]), my = magnitude(acc[y]);
-            return mx > my || (mx == my && x < y);
-        };
-        if (k < n) std::nth_element(idx, idx + k, idx + n, first);
-        std::sort(idx, idx + k);
+        select_.select(acc, n, k, idx);  // ascending indices
         const Span<std::uint32_t> wire = wire_words(b);
         std::fill(wire.begin(), wire.end(), 0u);
         std::uint32_t* mine = wire.data() + std::size_t(rank_) * k * pair_words;
@@ -312,14 +298,12 @@ private:
     void decode(Span<T> range, std::size_t b) {
         const std::size_t n = range.size(), o = buckets_[b].offset;
         T* g = range.data();
-        if (c_ == Compression::Fp16) {
-            for (std::size_t i = 0; i < n; ++i)
-                g[i] = T(float(half_[o + i]));
-            return;
-        }
-        if (c_ == Compression::Bf16) {
-            for (std::size_t i = 0; i < n; ++i)
-                g[i] = T(float(bf16_[o + i]));
+        if (c_ == Compression::Fp16 || c_ == Compression::Bf16) {
+            if (c_ == Compression::Fp16)
+                detail::convert_through_float(detail::wire_bits(half_, o), g, n, &detail::floats_from_halves);
+            if (c_ == Compression::Bf16)
+                detail::convert_through_float(detail::wire_bits(bf16_, o), g, n,
+                                              &detail::floats_from_bfloat16s);
             return;
         }
         std::fill(g, g + n, T(0));
@@ -343,7 +327,8 @@ private:
     std::vector<T> residual_, next_;         // TopK: the residuals, and the ones this step forms
     std::vector<std::size_t> k_, words_at_;  // TopK: per bucket, k and the start of its wire in words_
     std::vector<std::uint32_t> words_;       // TopK wire: per bucket, ranks slots of k (index, value) pairs
-    std::vector<std::uint32_t> order_;       // TopK: index scratch of the largest bucket
+    std::vector<std::uint32_t> order_;       // TopK: the selected indices of a bucket (the largest k)
+    detail::TopKSelector<T> select_;         // TopK: the selection's scratch for the largest bucket
 };
 
 }  // namespace dtrain
