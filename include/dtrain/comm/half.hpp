@@ -214,6 +214,18 @@ inline void floats_from_bfloat16s(const std::uint16_t* __restrict src, float* __
         dst[i] = bits_float(std::uint32_t(src[i]) << 16);
 }
 
+/// dst[i] = the bfloat16 sum of dst[i] and src[i] for i < n (the ranges must not overlap): both converted to
+/// float, added and rounded once, every NaN the quiet NaN 0x7fc0 (BFloat16's operator+), written so that the
+/// compiler vectorises it.
+inline void add_bfloat16s(std::uint16_t* __restrict dst, const std::uint16_t* __restrict src,
+                          std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t x = float_bits(bfloat16_bits_to_float(dst[i]) + bfloat16_bits_to_float(src[i]));
+        const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+        dst[i] = std::uint16_t((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
+    }
+}
+
 /// The IEEE 754 binary16 format for WireFloat: conversions and the canonical NaN.
 struct Binary16Format {
     /// The nearest binary16 bits (float_to_half_bits).

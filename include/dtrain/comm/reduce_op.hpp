@@ -107,6 +107,14 @@ inline void combine_into(Half* __restrict dst, const Half* __restrict src, std::
     add_halves(reinterpret_cast<std::uint16_t*>(dst), reinterpret_cast<const std::uint16_t*>(src), n);
 }
 
+/// Sums of BFloat16 arrays: add_bfloat16s (vectorised), bitwise the generic loop's BFloat16 + BFloat16.
+inline void combine_into(BFloat16* __restrict dst, const BFloat16* __restrict src, std::size_t n,
+                         Plus) noexcept {
+    static_assert(sizeof(BFloat16) == sizeof(std::uint16_t) && std::is_standard_layout_v<BFloat16>,
+                  "BFloat16 is its bits");
+    add_bfloat16s(reinterpret_cast<std::uint16_t*>(dst), reinterpret_cast<const std::uint16_t*>(src), n);
+}
+
 /// See Plus.
 struct Times {
     template <class T>
