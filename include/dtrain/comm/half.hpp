@@ -16,6 +16,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DTRAIN_HAS_F16C_PATH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -111,9 +112,14 @@ inline void add_halves_scalar(std::uint16_t* dst, const std::uint16_t* src, std:
 }
 
 #ifdef DTRAIN_HAS_F16C_PATH
-/// Whether this CPU has the F16C conversions (and AVX), asked once.
+/// Whether this CPU has the F16C conversions and AVX (with the OS saving its registers), asked once. F16C is
+/// read from CPUID leaf 1 (ECX bit 29): Clang 14's __builtin_cpu_supports does not know "f16c".
 inline bool cpu_has_f16c() noexcept {
-    static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    static const bool has = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+               (ecx & (1u << 29)) != 0;
+    }();
     return has;
 }
 
