@@ -183,6 +183,32 @@ TEST_CASE("Top-k selection by radix select picks the indices of nth_element (tie
     check_selections<double>();
 }
 
+TEMPLATE_TEST_CASE("Fp16 and Bf16 at one rank round every value once, float and double gradients alike",
+                   "[dist][compression]", float, double) {
+    dtrain::Collective self(MPI_COMM_SELF);
+    dtrain::Rng rng(3);
+    const std::size_t n = 1001;  // several of the 256-value blocks of a double gradient, and a tail
+    std::vector<TestType> orig(n);
+    for (std::size_t i = 0; i < n; ++i)
+        orig[i] = TestType(rng.uniform(-2.0, 2.0) * std::ldexp(1.0, int(rng.below(40)) - 30));
+    orig[7] = std::numeric_limits<TestType>::infinity();
+    orig[300] = TestType(1e6);  // beyond fp16's range
+    for (Compression c : {Compression::Fp16, Compression::Bf16}) {
+        INFO(dtrain::compression_name(c));
+        std::vector<TestType> g = orig;
+        const Span<TestType> grads(g.data(), n);
+        GradientCompressor<TestType> comp(c, 0.01, {{0, n, 0, 0}}, n, 0, 1);
+        comp.reduce(self, grads, grads);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const float f = float(orig[i]);
+            const float want = c == Compression::Fp16 ? float(dtrain::Half(f)) : float(dtrain::BFloat16(f));
+            wrong += g[i] != TestType(want);  // T(float(wire value)), exactly
+        }
+        CHECK(wrong == 0);
+    }
+}
+
 TEST_CASE("Top-k sends the k largest magnitudes (ties to the lower index) and feeds the rest back",
           "[dist][compression]") {
     dtrain::Collective self(MPI_COMM_SELF);
