@@ -176,12 +176,15 @@ up() {
     [ "$pin" = 0 ] || [ "$n" -le "$cpus" ] || die "up: --pin needs a CPU per host: $n hosts, $cpus CPUs"
     [ "$pin" = 0 ] || command -v taskset > /dev/null || die "up: --pin needs taskset (Debian: util-linux)"
     [ "$(hosts)" = 0 ] || die "a cluster of $(hosts) hosts is up already; run 'scripts/cluster.sh down' first"
-    # tbf's burst: small against a gradient (MBs) so that a gradient is shaped, but at least 64 KiB (one
-    # GSO segment of a veth) and the bytes of 50 us at the rate.
+    # tbf's burst: small against a gradient (MBs) so that a gradient is shaped, but larger than a GSO packet
+    # (a veth's are up to 64 KiB + headers) and at least the bytes of 50 us at the rate. tbf cuts a packet
+    # larger than its burst into MTU-size packets in software (tbf_segment): with a burst of exactly 64 KiB
+    # a "10gbit" link carried 3.7 Gbit/s at 2.6 CPU-s per GB; with 128 KiB it carries 9.3 Gbit/s at 1.0
+    # (benchmarks/multihost/link_cost.sh).
     local burst="" bps=0
     if [ "$rate" != none ]; then
         bps=$(rate_bytes_per_s "$rate") || exit 2
-        burst=$((bps / 20000 > 65536 ? bps / 20000 : 65536))
+        burst=$((bps / 20000 > 131072 ? bps / 20000 : 131072))
     fi
     # Whatever fails from here on leaves nothing behind.
     trap 'down; exit 130' INT TERM
