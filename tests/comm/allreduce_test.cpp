@@ -249,6 +249,18 @@ TEST_CASE("Ring and Naive reuse their scratch buffers across calls", "[comm]") {
     CHECK(ring.scratch_buffers() <= 1);
 }
 
+TEST_CASE("Ring picks its segments for one node: every rank of an mpiexec on one machine", "[comm]") {
+    // (tests/multihost/node_test.cpp checks the other side: one rank per simulated host.)
+    dtrain::Ring ring(MPI_COMM_WORLD);
+    CHECK_FALSE(ring.crosses_nodes());
+    CHECK(ring.window() == 4);
+    CHECK(ring.segment_elems(std::size_t(1) << 22, sizeof(float)) ==
+          (std::size_t(512) << 10) / sizeof(float));
+    CHECK(ring.segment_elems(1000, sizeof(float)) == 1000);  // a whole chunk up to the segment size
+    dtrain::Ring copy(ring);
+    CHECK(copy.crosses_nodes() == ring.crosses_nodes());
+}
+
 TEST_CASE("global_sum and global_mean of scalars", "[comm]") {
     dtrain::Ring ring(MPI_COMM_WORLD);
     dtrain::Collective collective(MPI_COMM_WORLD);

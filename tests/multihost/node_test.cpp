@@ -70,6 +70,10 @@ TEST_CASE("Each simulated host is a node of its own: every rank is local rank 0 
     INFO("rank " << env.rank() << ": local rank " << env.local_rank() << " of " << env.local_size());
     CHECK(all_ranks(env.local_rank() == 0 && env.local_size() == 1));
     CHECK(all_ranks(dtrain::detail::node_local_size(MPI_COMM_WORLD) == 1));
+    // Ring's successor is on another host: whole chunks up to 16 MiB, one message in flight (comm/ring.hpp).
+    dtrain::Ring ring(MPI_COMM_WORLD);
+    CHECK(all_ranks(ring.crosses_nodes() && ring.window() == 1));
+    CHECK(all_ranks(ring.segment_elems(std::size_t(1) << 24, 4) == (std::size_t(16) << 20) / 4));
 }
 
 TEST_CASE("The progress-thread decision counts this host's ranks only", "[multihost]") {

@@ -54,10 +54,15 @@ public:
 
     /// Uses a duplicate of `comm` (collective over `comm`) tuned by `options`; requires MPI to be
     /// initialised. Throws dtrain::Error for a window outside 0..16.
-    explicit Ring(MPI_Comm comm = MPI_COMM_WORLD, RingOptions options = {}) : Base(comm), options_(options) {
+    explicit Ring(MPI_Comm comm = MPI_COMM_WORLD, RingOptions options = {})
+        : Base(comm), options_(options), crosses_nodes_(crosses_nodes(mpi_comm())) {
         DTRAIN_CHECK(options.window >= 0 && options.window <= detail::ring_max_window,
                      "Ring: window must be in 0..", detail::ring_max_window, ", got ", options.window);
     }
+
+    /// True when some rank's successor in the ring is on another node (MPI_COMM_TYPE_SHARED): then the
+    /// defaults are those of a network (segment_elems, window).
+    bool crosses_nodes() const noexcept { return crosses_nodes_; }
 
     /// The tuning this Ring was built with.
     const RingOptions& options() const noexcept { return options_; }
@@ -110,22 +115,52 @@ public:
     /// Segment length in elements for pieces of `piece_elems` elements of `elem_bytes` bytes (the chunk of
     /// one rank for allreduce_sum, the whole buffer for broadcast): the option if set, else whole pieces up
     /// to 512 KiB (per-message overhead dominates small buffers) and 512 KiB segments beyond (they stay
-    /// cache-resident between arrival and reduction).
+    /// cache-resident between arrival and reduction); across nodes whole pieces up to 16 MiB (over TCP each
+    /// message pays its own rendezvous, and one message per chunk ran fastest: benchmarks/allreduce/README.md,
+    /// "Tuning").
     std::size_t segment_elems(std::size_t piece_elems, std::size_t elem_bytes) const noexcept {
-        const std::size_t seg_bytes =
-            options_.segment_bytes > 0 ? options_.segment_bytes : auto_segment_bytes;
+        const std::size_t seg_bytes = options_.segment_bytes > 0 ? options_.segment_bytes
+                                      : crosses_nodes_           ? network_segment_bytes
+                                                                 : auto_segment_bytes;
         return std::clamp<std::size_t>(seg_bytes / elem_bytes, 1, std::max<std::size_t>(piece_elems, 1));
     }
 
     /// Messages kept in flight per direction by allreduce_sum and broadcast: the option if set, else 4 (the
-    /// same for every buffer size: benchmarks/allreduce/README.md, "Tuning").
-    int window() const noexcept { return options_.window > 0 ? options_.window : auto_window; }
+    /// same for every buffer size), 1 across nodes (benchmarks/allreduce/README.md, "Tuning").
+    int window() const noexcept {
+        return options_.window > 0 ? options_.window : crosses_nodes_ ? network_window : auto_window;
+    }
 
 private:
     friend Base;
 
     static constexpr std::size_t auto_segment_bytes = std::size_t(512) << 10;
     static constexpr int auto_window = 4;
+    static constexpr std::size_t network_segment_bytes = std::size_t(16) << 20;
+    static constexpr int network_window = 1;
+
+    // Whether some rank's successor (rank + 1 mod size) is outside its MPI_COMM_TYPE_SHARED node; the same
+    // answer on every rank (senders and receivers must agree on the segments). Collective over `comm`.
+    static bool crosses_nodes(MPI_Comm comm) {
+        int rank = 0, size = 1;
+        DTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+        DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+        if (size == 1) return false;
+        MPI_Comm local = MPI_COMM_NULL;
+        DTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+        MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
+        const int next = (rank + 1) % size;
+        int there = MPI_UNDEFINED, rc = MPI_Comm_group(comm, &all);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_group(local, &mine);
+        if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(all, 1, &next, mine, &there);
+        if (all != MPI_GROUP_NULL) MPI_Group_free(&all);
+        if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+        MPI_Comm_free(&local);
+        DTRAIN_MPI_CHECK(rc);
+        int off = there == MPI_UNDEFINED ? 1 : 0, any = 0;
+        DTRAIN_MPI_CHECK(MPI_Allreduce(&off, &any, 1, MPI_INT, MPI_LOR, comm));
+        return any != 0;
+    }
 
     /// Starts the ring all-reduce of `data` with `op` on `tag` and posts its first messages (PointToPoint's
     /// contract).
@@ -156,6 +191,7 @@ private:
     }
 
     RingOptions options_;
+    bool crosses_nodes_ = false;
 };
 
 static_assert(has_reduce_ops_v<Ring>, "Ring must provide allreduce(data, op) and iallreduce(data, op)");
