@@ -1,4 +1,4 @@
-// All-reduce benchmark: Naive, Ring and Collective (the MPI library's in-place MPI_Allreduce) on float buffers
+// All-reduce benchmark: Naive, Ring and Collective (MPI's in-place MPI_Allreduce) on float buffers
 // from 4 B to 64 MiB. Per size and algorithm: the median over repetitions of the slowest rank's time, the
 // algorithm bandwidth (bytes / time) and the bus bandwidth busbw = algbw * 2(p-1)/p (the nccl-tests
 // convention: the per-rank traffic of a bandwidth-optimal all-reduce). Algorithms are interleaved in rounds

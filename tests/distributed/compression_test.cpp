@@ -1,8 +1,9 @@
 // Gradient compression (distributed/compression.hpp, SyncOptions::compression): top-k selection (the radix
-// select against std::nth_element on data with many ties and edge cases) and error feedback on hand-made gradients (exact residuals), compressed training under every policy with and
-// without overlap and accumulation (bitwise identical on every rank, close to the uncompressed run, no
-// allocation in steady state), non-finite gradients, construction errors, and checkpoints that resume a
-// top-k run bitwise and refuse another setting.
+// select against std::nth_element on data with many ties and edge cases) and error feedback on hand-made
+// gradients (exact residuals), compressed training under every policy with and without overlap and
+// accumulation (bitwise identical on every rank, close to the uncompressed run, no allocation in steady
+// state), non-finite gradients, construction errors, and checkpoints that resume a top-k run bitwise and
+// refuse another setting.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

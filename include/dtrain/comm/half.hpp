@@ -86,13 +86,13 @@ inline float bfloat16_bits_to_float(std::uint16_t b) noexcept {
     return bits_float(std::uint32_t(b) << 16);
 }
 
-/// dst[i] = float_to_half_bits(src[i]) for i < n, one element at a time (the reference of halves_from_floats).
+/// dst[i] = float_to_half_bits(src[i]) for i < n, one element at a time (halves_from_floats' reference).
 inline void halves_from_floats_scalar(const float* src, std::uint16_t* dst, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i)
         dst[i] = float_to_half_bits(src[i]);
 }
 
-/// dst[i] = half_bits_to_float(src[i]) for i < n, one element at a time (the reference of floats_from_halves).
+/// dst[i] = half_bits_to_float(src[i]) for i < n, one element at a time (floats_from_halves' reference).
 inline void floats_from_halves_scalar(const std::uint16_t* src, float* dst, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i)
         dst[i] = half_bits_to_float(src[i]);

@@ -116,8 +116,8 @@ public:
     /// one rank for allreduce_sum, the whole buffer for broadcast): the option if set, else whole pieces up
     /// to 512 KiB (per-message overhead dominates small buffers) and 512 KiB segments beyond (they stay
     /// cache-resident between arrival and reduction); across nodes whole pieces up to 16 MiB (over TCP each
-    /// message pays its own rendezvous, and one message per chunk ran fastest: benchmarks/allreduce/README.md,
-    /// "Tuning").
+    /// message pays its own rendezvous, and one message per chunk ran fastest:
+    /// benchmarks/allreduce/README.md, "Tuning").
     std::size_t segment_elems(std::size_t piece_elems, std::size_t elem_bytes) const noexcept {
         const std::size_t seg_bytes = options_.segment_bytes > 0 ? options_.segment_bytes
                                       : crosses_nodes_           ? network_segment_bytes

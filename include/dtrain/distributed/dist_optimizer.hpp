@@ -52,7 +52,7 @@ namespace dtrain {
 /// flight, bitwise one Opt::step(). Without overlap, step() reduces the buckets one after the other.
 ///
 /// With options.compression every bucket travels compressed (GradientCompressor: fp16 or bf16, fp32
-/// accumulation; top-k with error feedback), at every rank count, and its decoded sum is averaged and checked.
+/// accumulation; top-k with error feedback) at every rank count; its decoded sum is averaged and checked.
 ///
 /// Gradient accumulation (options.accumulation_steps = k, DDP's no_sync): k backward passes, then one
 /// step(), which divides by size() * k; it throws dtrain::Error after another number of passes. Model state

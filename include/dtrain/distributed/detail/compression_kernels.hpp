@@ -1,12 +1,12 @@
 #pragma once
 
 /// @file
-/// The per-bucket kernels of GradientCompressor (distributed/compression.hpp): the 16-bit wire conversions
-/// of float and double gradients (comm/half.hpp's bulk conversions), and TopK's selection: the indices of the k values of
-/// largest magnitude, ties to the lower index, NaN above infinity (NaNs among themselves by payload), in
-/// ascending order. TopKSelector finds the k-th largest magnitude by a radix select on the magnitudes' bit
-/// patterns (11 bits per pass from the top, the later passes over the few candidates left) and then
-/// collects the indices in one ordered pass: the same set as top_k_by_nth_element, its reference.
+/// The per-bucket kernels of GradientCompressor (distributed/compression.hpp): the 16-bit wire conversions of
+/// float and double gradients (comm/half.hpp's bulk conversions), and TopK's selection: the indices of the k
+/// values of largest magnitude, ties to the lower index, NaN above infinity (NaNs among themselves by
+/// payload), in ascending order. TopKSelector finds the k-th largest magnitude by a radix select on the
+/// magnitudes' bit patterns (11 bits per pass from the top, the later passes over the few candidates left)
+/// and then collects the indices in one ordered pass: the same set as top_k_by_nth_element, its reference.
 #include <algorithm>
 #include <array>
 #include <cstddef>
