@@ -268,12 +268,12 @@ private:
     std::size_t encode(Span<T> grads, Span<T> range) {
         const std::size_t b = bucket_at(grads, range), n = range.size(), o = buckets_[b].offset;
         const T* g = range.data();
-        if (c_ == Compression::Fp16 || c_ == Compression::Bf16) {
-            if (c_ == Compression::Fp16)
-                detail::convert_through_float(g, detail::wire_bits(half_, o), n, &detail::halves_from_floats);
-            if (c_ == Compression::Bf16)
-                detail::convert_through_float(g, detail::wire_bits(bf16_, o), n,
-                                              &detail::bfloat16s_from_floats);
+        if (c_ == Compression::Fp16) {
+            detail::convert_through_float(g, detail::wire_bits(half_, o), n, &detail::halves_from_floats);
+            return b;
+        }
+        if (c_ == Compression::Bf16) {
+            detail::convert_through_float(g, detail::wire_bits(bf16_, o), n, &detail::bfloat16s_from_floats);
             return b;
         }
         T* acc = next_.data() + o;
@@ -298,12 +298,12 @@ private:
     void decode(Span<T> range, std::size_t b) {
         const std::size_t n = range.size(), o = buckets_[b].offset;
         T* g = range.data();
-        if (c_ == Compression::Fp16 || c_ == Compression::Bf16) {
-            if (c_ == Compression::Fp16)
-                detail::convert_through_float(detail::wire_bits(half_, o), g, n, &detail::floats_from_halves);
-            if (c_ == Compression::Bf16)
-                detail::convert_through_float(detail::wire_bits(bf16_, o), g, n,
-                                              &detail::floats_from_bfloat16s);
+        if (c_ == Compression::Fp16) {
+            detail::convert_through_float(detail::wire_bits(half_, o), g, n, &detail::floats_from_halves);
+            return;
+        }
+        if (c_ == Compression::Bf16) {
+            detail::convert_through_float(detail::wire_bits(bf16_, o), g, n, &detail::floats_from_bfloat16s);
             return;
         }
         std::fill(g, g + n, T(0));
