@@ -10,7 +10,7 @@
 //   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
 //   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN|TT> <GFLOP/s>      each layer GEMM at batch B, as run
 //   flop <model> train|infer <FLOP per sample>                          nominal Conv2d/Dense FLOP (2 per MAC)
-//   gemm_bound <model> train|infer <samples/s>                          the step if it were only its GEMMs
+//   gemm_bound <model> train|infer <samples/s>              the step if it were only its products, at GEMM rates
 //   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
 //   peak_rss_mib <MiB>                                                  of the whole process
 // GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's
@@ -48,7 +48,8 @@ struct Gemm {
     std::size_t m, n, k;
     bool ta, tb;
     double nominal =
-        1.0;  // nominal FLOP / executed FLOP (> 1 when a Conv2d skips taps that see only padding)
+        1.0;              // nominal FLOP / executed FLOP (> 1 when a Conv2d skips taps that see only padding)
+    bool direct = false;  // the layer computes this product with its direct kernels, not a GEMM
     double flop() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -100,11 +101,15 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         const double f = double(nominal) / double(rows);
         // Conv2d's forms (see its class comment): the transposed forward product for <= 32 output channels,
         // the weight gradient always as dW^T.
+        // A stride-1, unpadded Conv2d<float> runs its forward pass (and, when thin, its weight gradient) with
+        // direct kernels on AVX2: the product is listed with its GEMM shape, marked "direct".
+        const bool dfwd = dtrain::detail::use_direct_conv_forward(geo);
+        const bool ddw = dtrain::detail::use_direct_conv_weight_grad(geo);
         if (co <= 32)
-            out.push_back({c->name(), {"fwd", np, co, rows, true, true, f}});
+            out.push_back({c->name(), {"fwd", np, co, rows, true, true, f, dfwd}});
         else
-            out.push_back({c->name(), {"fwd", co, np, rows, false, false, f}});
-        out.push_back({c->name(), {"dW", rows, co, np, false, true, f}});
+            out.push_back({c->name(), {"fwd", co, np, rows, false, false, f, dfwd}});
+        out.push_back({c->name(), {"dW", rows, co, np, false, true, f, ddw}});
         if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
@@ -234,8 +239,9 @@ int main(int argc, char** argv) {
             const Gemm& g = gs[i].second;
             const double rate = gemms ? gemm_rate(g, 3) : 0.0;
             if (gemms)
-                std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s\n", name.c_str(), i, g.pass.c_str(),
-                            g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str());
+                std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s%s\n", name.c_str(), i, g.pass.c_str(),
+                            g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str(),
+                            g.direct ? " (runs direct, not as this GEMM)" : "");
             flop_train += g.flop() * g.nominal / double(b);
             if (gemms) bound_train += g.flop() / (rate * 1e9);
             if (g.pass == "fwd") {

@@ -150,6 +150,75 @@ TEST_CASE("Conv2d: batch size changes and backward on an earlier input", "[nn][c
     CHECK(dtrain::test::max_rel_diff(m.gradients(), dw_ref) < 1e-14);
 }
 
+TEST_CASE(
+    "Conv2d<float>: stride-1 unpadded convolutions (the direct kernels on AVX2) match a double reference",
+    "[nn][conv2d]") {
+    // Stride 1, no padding: direct forward where the CPU has AVX2 and FMA, and a direct weight gradient
+    // for a fan-in of at most 32. The shapes cover full rows of 24 (the SINGA CNN's first layer), masked
+    // row ends (ow 3, 9, 11, 18, 28, 37), rows of 8 and of 7 taken three at a time (its second layer, oh 8),
+    // channel tails (out % 4 = 1, 2, 3), several input channels, 1x1 kernels and fan-ins 32, 36 and more.
+    const std::vector<ConvCase> cases = {
+        {1, 20, 28, 28, {5, 5}, {1, 1}, {0, 0}},  {1, 5, 11, 13, {3, 3}, {1, 1}, {0, 0}},
+        {2, 7, 9, 30, {2, 3}, {1, 1}, {0, 0}},    {3, 2, 6, 5, {3, 3}, {1, 1}, {0, 0}},
+        {1, 3, 5, 20, {1, 1}, {1, 1}, {0, 0}},    {2, 6, 8, 40, {4, 4}, {1, 1}, {0, 0}},
+        {20, 50, 12, 12, {5, 5}, {1, 1}, {0, 0}}, {3, 6, 10, 10, {4, 4}, {1, 1}, {0, 0}},
+        {4, 5, 7, 20, {3, 3}, {1, 1}, {0, 0}},    {3, 9, 13, 19, {3, 11}, {1, 1}, {0, 0}},
+    };
+    Rng rng(19);
+    for (const auto& cc : cases) {
+        dtrain::detail::ConvGeometry g;
+        g.c = cc.c, g.h = cc.h, g.w = cc.w, g.kh = cc.k[0], g.kw = cc.k[1];
+        g.finish();
+        const bool thin = cc.c * cc.k[0] * cc.k[1] <= dtrain::detail::direct_conv_max_fan_in;
+        INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
+                       << cc.k[1] << " direct=" << dtrain::detail::use_direct_conv_forward(g));
+        CHECK(dtrain::detail::use_direct_conv_forward(g) == dtrain::detail::direct_conv_available());
+        CHECK(dtrain::detail::use_direct_conv_weight_grad(g) ==
+              (thin && dtrain::detail::direct_conv_available()));
+        Model<float> m({cc.c, cc.h, cc.w}, 3);
+        m.add(Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p));
+        for (auto& v : m.parameters())
+            v = float(rng.uniform(-1, 1));
+        const std::size_t n = 3, oh = g.oh, ow = g.ow, fan = cc.c * cc.k[0] * cc.k[1];
+        const Tensor<float> x = random_tensor<float>({n, cc.c, cc.h, cc.w}, rng);
+        const Tensor<float> gy = random_tensor<float>({n, cc.o, oh, ow}, rng);
+        const Tensor<double> xd = x;
+        const std::vector<double> p(m.parameters().begin(), m.parameters().end());
+        const Tensor<double> y_ref = naive_conv(xd, p.data(), p.data() + cc.o * fan, cc);
+        CHECK(dtrain::test::max_rel_diff(m.forward(x), y_ref) < 1e-5);
+
+        // Reference gradients: dW[o][t] = sum gY[s][o][i][j] x[s][tap t at (i, j)], db[o] = sum gY[s][o],
+        // dX[s][c][i + a][j + b] += gY[s][o][i][j] w[o][c][a][b].
+        std::vector<double> dw(cc.o * fan + cc.o, 0.0);
+        Tensor<double> dx = Tensor<double>::from_shape({n, cc.c, cc.h, cc.w});
+        dx.fill(0.0);
+        for (std::size_t s = 0; s < n; ++s)
+            for (std::size_t o = 0; o < cc.o; ++o)
+                for (std::size_t i = 0; i < oh; ++i)
+                    for (std::size_t j = 0; j < ow; ++j) {
+                        const double gv = gy(s, o, i, j);
+                        dw[cc.o * fan + o] += gv;
+                        for (std::size_t c = 0, t = 0; c < cc.c; ++c)
+                            for (std::size_t a = 0; a < cc.k[0]; ++a)
+                                for (std::size_t b = 0; b < cc.k[1]; ++b, ++t) {
+                                    dw[o * fan + t] += gv * xd(s, c, i + a, j + b);
+                                    dx(s, c, i + a, j + b) += gv * p[o * fan + t];
+                                }
+                    }
+        m.zero_grad();
+        m.forward(x);
+        const Tensor<float>& gx = m.backward(gy, true);
+        CHECK(dtrain::test::max_rel_diff(m.gradients(), dw) < 1e-4);
+        CHECK(dtrain::test::max_rel_diff(gx, dx) < 1e-5);
+        // Gradients accumulate: a second backward adds the same again.
+        m.backward(gy, false);
+        std::vector<double> dw2(dw);
+        for (auto& v : dw2)
+            v *= 2;
+        CHECK(dtrain::test::max_rel_diff(m.gradients(), dw2) < 1e-4);
+    }
+}
+
 TEST_CASE("Conv2d: name, shapes and parameter layout", "[nn][conv2d]") {
     Conv2d<float> a(1, 20, 5);
     CHECK(a.name() == "Conv2d(1, 20, kernel=5)");

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <dtrain/core/blas.hpp>
@@ -12,6 +13,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 
 namespace dtrain {
@@ -38,6 +40,12 @@ namespace dtrain {
 /// given input shape and batch size and reused. Measured against one small GEMM per sample
 /// (bench_train_throughput, SINGA CNN, batch 64, 1 BLAS thread): about 3% fewer samples/s (within the
 /// machine's noise) and 15 MiB more peak memory.
+///
+/// Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA computes its forward pass with
+/// the direct kernels of nn/layers/detail/direct_conv.hpp instead (no columns; the bias starts the sums),
+/// and with a fan-in of at most detail::direct_conv_max_fan_in (the SINGA CNN's first layer) its weight
+/// gradient too; dX stays W^T * dY + col2im, and a weight gradient by GEMM unfolds the columns in backward.
+/// Results agree with the GEMM path within float rounding and are deterministic on a given CPU.
 template <class T = float>
 class Conv2d final : public Layer<T> {
 public:
@@ -92,6 +100,10 @@ public:
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
         ensure_shape(out, std::array<std::size_t, 4>{n_, out_, g_.oh, g_.ow});
         if (n_ == 0) return;
+        if (direct_fwd_) {
+            direct_forward(in.data(), out.data());
+            return;
+        }
         detail::im2col(in.data(), n_, g_, cols_.data());
         cols_src_ = in.data();
         const T* w = used_weights_ = used_weights();
@@ -136,15 +148,14 @@ public:
                      " elements but the output of input ", detail::shape_str(in.shape()), " has ", out_ * np);
         if (need_grad_in) ensure_shape(grad_in, in.shape());
         if (n_ == 0) return;
-        // gY [out, n*pos] = grad_out [n, out, pos] reordered; db += row sums
-        for (std::size_t c = 0; c < out_; ++c) {
-            T* dst = tmp_.data() + c * np;
-            for (std::size_t s = 0; s < n_; ++s) {
-                const T* src = grad_out.data() + (s * out_ + c) * pos;
-                std::copy(src, src + pos, dst + s * pos);
-            }
-            db_[c] += detail::lane_sum(dst, np);
+        if (direct_dw_) {
+            direct_backward(in.data(), grad_out.data());
+            if (need_grad_in) input_grad(grad_out.data(), w_, grad_in.data());
+            return;
         }
+        gather_grad_out(grad_out.data());
+        for (std::size_t c = 0; c < out_; ++c)
+            db_[c] += detail::lane_sum(tmp_.data() + c * np, np);
         const bool after_forward = cols_src_ == in.data();  // then cols_ and wused_ are that forward's
         if (!after_forward) detail::im2col(in.data(), n_, g_, cols_.data());
         // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
@@ -162,12 +173,7 @@ public:
                         d[kj] += dwt_[r * out_ + c];
                 }
         cols_src_ = nullptr;
-        if (!need_grad_in) return;
-        // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX
-        if (rows > 0)
-            detail::gemm(true, false, rows, np, out_, T(1), after_forward ? used_weights_ : used_weights(),
-                         rows, tmp_.data(), np, T(0), cols_.data(), np);
-        detail::col2im(cols_.data(), n_, g_, grad_in.data());
+        if (need_grad_in) input_grad(nullptr, after_forward ? used_weights_ : used_weights(), grad_in.data());
     }
 
     std::unique_ptr<Layer<T>> clone() const override {
@@ -236,6 +242,53 @@ private:
         return wused_.data();
     }
 
+    // gY [out, n*pos] (in tmp_) = grad_out [n, out, pos] reordered.
+    void gather_grad_out(const T* grad_out) {
+        const std::size_t pos = g_.positions(), np = n_ * pos;
+        for (std::size_t c = 0; c < out_; ++c)
+            for (std::size_t s = 0; s < n_; ++s) {
+                const T* src = grad_out + (s * out_ + c) * pos;
+                std::copy(src, src + pos, tmp_.data() + c * np + s * pos);
+            }
+    }
+
+    // dX from gY in tmp_ (gathered first from `grad_out` unless it is null) and the used weights `w`:
+    // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX (col2im).
+    void input_grad(const T* grad_out, const T* w, T* grad_in) {
+        const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
+        cols_.resize(rows * np);  // sized here on the direct path, which needs the columns only for dX
+        tmp_.resize(out_ * np);
+        if (grad_out != nullptr) gather_grad_out(grad_out);
+        if (rows > 0)
+            detail::gemm(true, false, rows, np, out_, T(1), w, rows, tmp_.data(), np, T(0), cols_.data(), np);
+        detail::col2im(cols_.data(), n_, g_, grad_in);
+    }
+
+    // Forward by the direct kernel (detail::use_direct_conv_forward; float only), from packed weights.
+    void direct_forward(const T* x, T* y) {
+#ifdef DTRAIN_DIRECT_CONV
+        if constexpr (std::is_same_v<T, float>) {
+            detail::pack_direct_weights(w_, out_, fan_in(), wt_.data());
+            detail::direct_conv_forward(x, n_, g_, wt_.data(), out_, b_, offsets_.data(), y);
+        }
+#endif
+        (void)x, (void)y;
+    }
+
+    // Parameter gradients when detail::use_direct_conv_weight_grad: db += sums of dY, dW += the direct
+    // kernel's products.
+    void direct_backward(const T* x, const T* grad_out) {
+        const std::size_t pos = g_.positions();
+        for (std::size_t c = 0; c < out_; ++c)
+            for (std::size_t s = 0; s < n_; ++s)
+                db_[c] += detail::lane_sum(grad_out + (s * out_ + c) * pos, pos);
+#ifdef DTRAIN_DIRECT_CONV
+        if constexpr (std::is_same_v<T, float>)
+            detail::direct_conv_weight_grad(x, n_, g_, grad_out, out_, offsets_.data(), dw_);
+#endif
+        (void)x;
+    }
+
     // Validates the batch shape and sizes the scratch buffers; cheap when the shape is unchanged.
     void prepare(const Tensor<T>& in) {
         const auto& s = in.shape();
@@ -244,10 +297,15 @@ private:
                      ", H, W] but got ", detail::shape_str(s));
         g_ = geometry(s[2], s[3]);
         n_ = s[0];
-        cols_.resize(g_.col_rows() * n_ * g_.positions());
-        tmp_.resize(out_ * n_ * g_.positions());
-        dwt_.resize(out_ * g_.col_rows());
-        wused_.resize(g_.full_kernel() ? 0 : out_ * g_.col_rows());
+        direct_fwd_ = std::is_same_v<T, float> && detail::use_direct_conv_forward(g_);
+        direct_dw_ = std::is_same_v<T, float> && detail::use_direct_conv_weight_grad(g_);
+        const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
+        cols_.resize(direct_dw_ ? 0 : rows * np);
+        tmp_.resize(direct_dw_ ? 0 : out_ * np);
+        dwt_.resize(direct_dw_ ? 0 : out_ * rows);
+        wused_.resize(g_.full_kernel() ? 0 : out_ * rows);
+        wt_.resize(direct_fwd_ ? out_ * rows : 0);
+        offsets_.resize(direct_fwd_ ? rows : 0);
         cols_src_ = nullptr;
     }
 
@@ -264,8 +322,12 @@ private:
     std::vector<T> tmp_;    // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
     std::vector<T> dwt_;    // the weight gradient of one backward, transposed: [col_rows, out]
     std::vector<T> wused_;  // the used taps' weights [out, col_rows] when some taps see only padding
-    const T* cols_src_ = nullptr;      // input whose columns cols_ holds (nullptr: none)
-    const T* used_weights_ = nullptr;  // used_weights() of the last forward (valid while cols_src_ is set)
+    bool direct_fwd_ = false;           // detail::use_direct_conv_forward for this shape
+    bool direct_dw_ = false;            // detail::use_direct_conv_weight_grad for this shape
+    std::vector<T> wt_;                 // direct path: the weights packed by detail::pack_direct_weights
+    std::vector<std::size_t> offsets_;  // direct path: scratch for each tap's offset in an input sample
+    const T* cols_src_ = nullptr;       // input whose columns cols_ holds (nullptr: none)
+    const T* used_weights_ = nullptr;   // used_weights() of the last forward (valid while cols_src_ is set)
 };
 
 }  // namespace dtrain

@@ -1,0 +1,273 @@
+#pragma once
+
+#include <cstddef>
+
+#include <dtrain/nn/layers/detail/im2col.hpp>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define DTRAIN_DIRECT_CONV 1
+#define DTRAIN_AVX2_FMA __attribute__((target("avx2,fma")))
+#endif
+
+namespace dtrain::detail {
+
+/// True when the direct convolution kernels can run here: x86-64 with AVX2 and FMA (checked once).
+inline bool direct_conv_available() noexcept {
+#ifdef DTRAIN_DIRECT_CONV
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+#else
+    return false;
+#endif
+}
+
+/// True when Conv2d<float> runs the forward pass of geometry `g` with direct_conv_forward() instead of
+/// im2col + GEMM: stride 1, no padding, and a CPU with AVX2 and FMA.
+inline bool use_direct_conv_forward(const ConvGeometry& g) noexcept {
+    return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && direct_conv_available();
+}
+
+/// Largest fan-in (in_channels * kh * kw) for which Conv2d<float> also computes the weight gradient with
+/// direct_conv_weight_grad(): at such a small GEMM depth OpenBLAS reaches about half its rate
+/// (benchmarks/README.md, issue 13), and the columns cost more than the products.
+constexpr std::size_t direct_conv_max_fan_in = 32;
+
+/// True when Conv2d<float> computes the weight gradient of geometry `g` with direct_conv_weight_grad():
+/// a direct forward and a fan-in of at most direct_conv_max_fan_in.
+inline bool use_direct_conv_weight_grad(const ConvGeometry& g) noexcept {
+    return g.c * g.kh * g.kw <= direct_conv_max_fan_in && use_direct_conv_forward(g);
+}
+
+#ifdef DTRAIN_DIRECT_CONV
+
+// Lanes [0, n) of a vector set, n in [1, 8]: the mask of the last vector of an output row.
+DTRAIN_AVX2_FMA inline __m256i lane_mask(std::size_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), idx);
+}
+
+// Output channels per forward tile: the weights are packed in blocks of this many (the last block may be
+// narrower) by pack_direct_weights().
+constexpr std::size_t direct_block = 4;
+
+/// Packs weights w [out, fan_in] for direct_conv_forward: channel block b (channels [4b, 4b + cb), cb =
+/// min(4, out - 4b)) holds, at w_packed + 4b * fan_in, its weights tap by tap: [fan_in][cb].
+inline void pack_direct_weights(const float* w, std::size_t out, std::size_t fan_in, float* w_packed) {
+    for (std::size_t o0 = 0; o0 < out; o0 += direct_block) {
+        const std::size_t cb = out - o0 < direct_block ? out - o0 : direct_block;
+        for (std::size_t t = 0; t < fan_in; ++t)
+            for (std::size_t c = 0; c < cb; ++c)
+                w_packed[o0 * fan_in + t * cb + c] = w[(o0 + c) * fan_in + t];
+    }
+}
+
+// acc[c][v] += wb[c] * (vector v of 8 inputs at r + v * vin). Vector v is masked by `m` when `MaskAll`,
+// or when `MaskLast` and it is the last one.
+template <int CB, int NV, bool MaskAll, bool MaskLast>
+DTRAIN_AVX2_FMA inline void direct_fwd_step(__m256 (&acc)[CB][NV], const float* r, std::size_t vin,
+                                            const float* wb, __m256i m) {
+    __m256 in[NV];
+    for (int v = 0; v < NV; ++v)
+        in[v] = MaskAll || (MaskLast && v + 1 == NV) ? _mm256_maskload_ps(r + v * vin, m)
+                                                     : _mm256_loadu_ps(r + v * vin);
+    for (int c = 0; c < CB; ++c) {
+        const __m256 wv = _mm256_broadcast_ss(wb + c);
+        for (int v = 0; v < NV; ++v)
+            acc[c][v] = _mm256_fmadd_ps(wv, in[v], acc[c][v]);
+    }
+}
+
+// One output tile: CB channels x NV vectors of 8 outputs, vector v at y + v * vout reading the inputs at
+// x + v * vin (+ each tap's offset `off[t]`): 8-wide pieces of one output row (vin = vout = 8) or rows of
+// at most 8 (vin = input width, vout = output width). Without masks the 4 x 3 tile's 12 accumulators, 3
+// inputs and broadcast weight fit AVX2's 16 registers. `wb` is the channel block's packed weights.
+template <int CB, int NV, bool MaskAll, bool MaskLast>
+DTRAIN_AVX2_FMA inline void direct_fwd_tile(const float* x, std::size_t vin, const std::size_t* off,
+                                            std::size_t fan_in, const float* wb, const float* bias, float* y,
+                                            std::size_t vout, std::size_t pos, __m256i m) {
+    __m256 acc[CB][NV];
+    for (int c = 0; c < CB; ++c)
+        for (int v = 0; v < NV; ++v)
+            acc[c][v] = _mm256_broadcast_ss(bias + c);
+    std::size_t t = 0;
+    do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+        direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, x + off[t], vin, wb + t * CB, m);
+    while (++t < fan_in);
+    for (int c = 0; c < CB; ++c)
+        for (int v = 0; v < NV; ++v) {
+            float* d = y + c * pos + v * vout;
+            if (MaskAll || (MaskLast && v + 1 == NV))
+                _mm256_maskstore_ps(d, m, acc[c][v]);
+            else
+                _mm256_storeu_ps(d, acc[c][v]);
+        }
+}
+
+// Tiles of up to 3 vectors: `nv` (1..3) vectors with the given masking.
+template <int CB, bool MaskAll, bool MaskLast>
+DTRAIN_AVX2_FMA inline void direct_fwd_tiles(std::size_t nv, const float* x, std::size_t vin,
+                                             const std::size_t* off, std::size_t fan_in, const float* wb,
+                                             const float* bias, float* y, std::size_t vout, std::size_t pos,
+                                             __m256i m) {
+    if (nv == 3)
+        direct_fwd_tile<CB, 3, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
+    else if (nv == 2)
+        direct_fwd_tile<CB, 2, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
+    else
+        direct_fwd_tile<CB, 1, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
+}
+
+template <int CB>
+DTRAIN_AVX2_FMA inline void direct_fwd_channels(const float* x, std::size_t n, const ConvGeometry& g,
+                                                const std::size_t* off, const float* wb, std::size_t out,
+                                                const float* bias, float* y) {
+    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, fan_in = g.c * g.kh * g.kw;
+    for (std::size_t s = 0; s < n; ++s) {
+        const float* xs = x + s * in_sample;
+        float* ys = y + s * out * pos;
+        if (g.ow <= 8) {  // one vector per output row, three rows per tile
+            const __m256i m = lane_mask(g.ow);
+            for (std::size_t i = 0; i < g.oh; i += 3) {
+                const std::size_t nv = g.oh - i < 3 ? g.oh - i : 3;
+                if (g.ow == 8)
+                    direct_fwd_tiles<CB, false, false>(nv, xs + i * g.w, g.w, off, fan_in, wb, bias,
+                                                       ys + i * g.ow, g.ow, pos, m);
+                else
+                    direct_fwd_tiles<CB, true, false>(nv, xs + i * g.w, g.w, off, fan_in, wb, bias,
+                                                      ys + i * g.ow, g.ow, pos, m);
+            }
+            continue;
+        }
+        for (std::size_t i = 0; i < g.oh; ++i)  // pieces of 24 of each output row
+            for (std::size_t j = 0; j < g.ow; j += 24) {
+                const std::size_t rem = g.ow - j < 24 ? g.ow - j : 24, nv = (rem + 7) / 8;
+                const float* xt = xs + i * g.w + j;
+                float* yt = ys + i * g.ow + j;
+                if (rem % 8 == 0)
+                    direct_fwd_tiles<CB, false, false>(nv, xt, 8, off, fan_in, wb, bias, yt, 8, pos,
+                                                       lane_mask(8));
+                else
+                    direct_fwd_tiles<CB, false, true>(nv, xt, 8, off, fan_in, wb, bias, yt, 8, pos,
+                                                      lane_mask(rem % 8));
+            }
+    }
+}
+
+// off[t] = the offset of tap t = (ci, ki, kj) in an input sample [c, h, w].
+inline void tap_offsets(const ConvGeometry& g, std::size_t* off) {
+    for (std::size_t ci = 0, t = 0; ci < g.c; ++ci)
+        for (std::size_t ki = 0; ki < g.kh; ++ki)
+            for (std::size_t kj = 0; kj < g.kw; ++kj, ++t)
+                off[t] = (ci * g.h + ki) * g.w + kj;
+}
+
+/// Forward pass of a stride-1, unpadded convolution of geometry `g` on `n` samples x [n, c, h, w]:
+/// y[s][o][i][j] = bias[o] + sum over taps t = (ci, ki, kj) of w[o][t] * x[s][ci][i + ki][j + kj], y in
+/// NCHW [n, out, oh, ow]. `w_packed` holds the weights as pack_direct_weights() left them; `off` is
+/// scratch for c * kh * kw offsets. Requires direct_conv_available(). Each output sums its taps in a fixed
+/// order: deterministic, and within float rounding of im2col + GEMM.
+DTRAIN_AVX2_FMA inline void direct_conv_forward(const float* x, std::size_t n, const ConvGeometry& g,
+                                                const float* w_packed, std::size_t out, const float* bias,
+                                                std::size_t* off, float* y) {
+    tap_offsets(g, off);
+    const std::size_t pos = g.positions(), fan_in = g.c * g.kh * g.kw;
+    for (std::size_t o = 0; o < out; o += direct_block) {
+        const float* wb = w_packed + o * fan_in;
+        switch (out - o < direct_block ? out - o : direct_block) {
+            case 4:
+                direct_fwd_channels<4>(x, n, g, off, wb, out, bias + o, y + o * pos);
+                break;
+            case 3:
+                direct_fwd_channels<3>(x, n, g, off, wb, out, bias + o, y + o * pos);
+                break;
+            case 2:
+                direct_fwd_channels<2>(x, n, g, off, wb, out, bias + o, y + o * pos);
+                break;
+            default:
+                direct_fwd_channels<1>(x, n, g, off, wb, out, bias + o, y + o * pos);
+        }
+    }
+}
+
+// Sum of the 8 lanes of v, in a fixed order.
+DTRAIN_AVX2_FMA inline float lanes_total(__m256 v) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+// acc[c][t] += d(c) * x(t) for the 8 positions at `j` of one output row; with `Full` false only the
+// lanes of `m` (the others load 0). The inputs are held and each dY vector is loaded once, so a 4 x 3 tile
+// uses 12 accumulators, 3 inputs and one dY register.
+template <int CB, int TB, bool Full>
+DTRAIN_AVX2_FMA inline void direct_dw_step(__m256 (&acc)[CB][TB], const float* xr, const std::size_t* off,
+                                           const float* dr, std::size_t pos, std::size_t j, __m256i m) {
+    __m256 xv[TB];
+    for (int t = 0; t < TB; ++t)
+        xv[t] = Full ? _mm256_loadu_ps(xr + off[t] + j) : _mm256_maskload_ps(xr + off[t] + j, m);
+    for (int c = 0; c < CB; ++c) {
+        const __m256 d = Full ? _mm256_loadu_ps(dr + c * pos + j) : _mm256_maskload_ps(dr + c * pos + j, m);
+        for (int t = 0; t < TB; ++t)
+            acc[c][t] = _mm256_fmadd_ps(d, xv[t], acc[c][t]);
+    }
+}
+
+// Weight gradient of CB channels x TB taps over the whole batch: dw[c * fan_in + t] += sum over s, i, j
+// of dy[s][c][i][j] * x[s][..tap t..]. `off` holds each tap's offset in an input sample.
+template <int CB, int TB>
+DTRAIN_AVX2_FMA inline void direct_dw_tile(const float* x, std::size_t n, const ConvGeometry& g,
+                                           const float* dy, std::size_t out, const std::size_t* off,
+                                           float* dw, std::size_t fan_in) {
+    __m256 acc[CB][TB];
+    for (int c = 0; c < CB; ++c)
+        for (int t = 0; t < TB; ++t)
+            acc[c][t] = _mm256_setzero_ps();
+    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, full = g.ow / 8 * 8;
+    const __m256i m = lane_mask(g.ow - full);
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t i = 0; i < g.oh; ++i) {
+            const float* xr = x + s * in_sample + i * g.w;
+            const float* dr = dy + s * out * pos + i * g.ow;
+            for (std::size_t j = 0; j < full; j += 8)
+                direct_dw_step<CB, TB, true>(acc, xr, off, dr, pos, j, m);
+            if (full < g.ow) direct_dw_step<CB, TB, false>(acc, xr, off, dr, pos, full, m);
+        }
+    for (int c = 0; c < CB; ++c)
+        for (int t = 0; t < TB; ++t)
+            dw[c * fan_in + t] += lanes_total(acc[c][t]);
+}
+
+template <int CB>
+DTRAIN_AVX2_FMA inline void direct_dw_channels(const float* x, std::size_t n, const ConvGeometry& g,
+                                               const float* dy, std::size_t out, const std::size_t* off,
+                                               float* dw) {
+    const std::size_t fan_in = g.c * g.kh * g.kw;
+    std::size_t t = 0;
+    for (; t + 3 <= fan_in; t += 3)
+        direct_dw_tile<CB, 3>(x, n, g, dy, out, off + t, dw + t, fan_in);
+    if (fan_in - t == 2) direct_dw_tile<CB, 2>(x, n, g, dy, out, off + t, dw + t, fan_in);
+    if (fan_in - t == 1) direct_dw_tile<CB, 1>(x, n, g, dy, out, off + t, dw + t, fan_in);
+}
+
+/// Weight gradient of a stride-1, unpadded convolution of geometry `g`: ADDS to dw [out, c, kh, kw] the
+/// sum over the batch of dy[s][o][i][j] * x[s][ci][i + ki][j + kj], for x [n, c, h, w] and dy NCHW
+/// [n, out, oh, ow]. `off` is scratch for c * kh * kw offsets. Requires direct_conv_available().
+/// Deterministic (a fixed summation order).
+DTRAIN_AVX2_FMA inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
+                                                    const float* dy, std::size_t out, std::size_t* off,
+                                                    float* dw) {
+    tap_offsets(g, off);
+    const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
+    std::size_t o = 0;
+    for (; o + 4 <= out; o += 4)
+        direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+    const std::size_t rest = out - o;
+    if (rest == 3) direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+    if (rest == 2) direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+    if (rest == 1) direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+}
+
+#endif  // DTRAIN_DIRECT_CONV
+
+}  // namespace dtrain::detail
