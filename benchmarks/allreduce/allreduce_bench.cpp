@@ -18,8 +18,11 @@
 #include <dtrain/comm.hpp>
 #include <dtrain/core/environment.hpp>
 #include <support/cli.hpp>
+#include <support/stats.hpp>
 
 namespace {
+
+using dtrain::bench::median;
 
 struct Options {
     std::size_t min_bytes = 4;
@@ -117,12 +120,6 @@ Options parse(int argc, char** argv) {
     DTRAIN_CHECK(o.window <= 16, "allreduce_bench: --window must be in 1..16, got ", o.window);
     DTRAIN_CHECK(!o.algos.empty(), "allreduce_bench: --algos is empty");
     return o;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 //
 // Usage: mpiexec.mpich -n 2 shm_floor [--floats N (default 535818, the MLP's gradient)] [--rounds R] [--reps K]
 #include <dtrain/dtrain.hpp>
+#include <support/stats.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -29,10 +30,7 @@
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using dtrain::bench::median;
 
 /// The shared-window all-reduce described above. Not thread-safe; one node; float sums in rank order.
 class ShmAllreduce {

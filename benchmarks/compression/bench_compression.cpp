@@ -22,8 +22,11 @@
 #include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/distributed/compression.hpp>
+#include <support/stats.hpp>
 
 namespace {
+
+using dtrain::bench::median;
 
 namespace d = dtrain::detail;
 using dtrain::BFloat16;
@@ -42,11 +45,6 @@ std::string cpu_model() {
     for (std::string line; std::getline(in, line);)
         if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
     return "unknown";
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 /// w[i] = W(g[i]) for i < n: the per-element conversion the compressor used before the bulk ones.

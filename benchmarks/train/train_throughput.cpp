@@ -18,6 +18,7 @@
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
+#include <support/stats.hpp>
 
 #include <sys/resource.h>
 
@@ -31,15 +32,12 @@
 
 namespace {
 
+using dtrain::bench::median;
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 // One GEMM of a layer: C[M, N] = op(A) op(B) with op(A) M x K and op(B) K x N, contiguous row-major.

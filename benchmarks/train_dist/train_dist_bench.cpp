@@ -42,6 +42,7 @@
 //   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step)
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
+#include <support/stats.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -58,6 +59,8 @@
 #include <vector>
 
 namespace {
+
+using dtrain::bench::median;
 
 dtrain::Model<float> singa_cnn() {
     return dtrain::zoo::singa_cnn<float>(0);
@@ -116,12 +119,6 @@ std::vector<double> time_reps(Step&& step, const Setup& s, int size, int reps) {
         rates.push_back(double(s.steps) * double(s.batch) * double(size) / sec);
     }
     return rates;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /// Bytes every rank contributes to the all-reduces of one step with options `o` over `buckets`: the float
