@@ -49,10 +49,76 @@
 # or etf would honour) can add delay there.
 # State (hostfile, launcher, settings) lives in ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}. Only the
 # namespaces named dtrain-cl-* are ever created or deleted; the machine's own interfaces are not touched.
+#
+# The cluster lock. The cluster is global to the machine, so whatever brings one up (the multihost tests,
+# the benchmarks/multihost scripts) holds an flock on ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock
+# (descriptor 9) while it is up; up, run and down take no lock themselves. Sourced from bash
+# (`. scripts/cluster.sh`), this file runs nothing and defines only these (and CLUSTER_SH, CLUSTER_STATE,
+# CLUSTER_LOCK: its path, the state directory, the lock file):
+#   cluster_lock WAIT      takes the lock, waiting up to WAIT seconds (0: not at all); status 1 if still held.
+#                          Start what runs under it with 9>&-, so that nothing it leaves behind holds the lock
+#   cluster_unlock         releases the lock
+#   cluster_namespaces     prints the dtrain-cl-* namespaces there are
+#   cluster_is_up          status 0 if a cluster (or what one left: namespaces, state) is there
+#   cluster_kill           kills what still runs inside the namespaces (a line "killing what still runs in
+#                          NS: PIDS" each), and nothing else
+#   cluster_clear          cluster_kill, then `down`
+#   cluster_session NAME WAIT
+#                          for a script whose clusters all come and go under one lock: cluster_lock WAIT, or
+#                          exit 2 ("NAME: the cluster lock ... is still held after WAIT s"); exit 2 too if a
+#                          cluster is there already (someone else's: left alone). Then, when the script ends
+#                          (also after a failure), whatever cluster is up is removed (cluster_clear); INT or
+#                          TERM end the script with status 130.
+
+CLUSTER_SH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+CLUSTER_STATE="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}"
+CLUSTER_LOCK="$CLUSTER_STATE.lock"
+
+cluster_lock() {
+    mkdir -p "$(dirname "$CLUSTER_LOCK")"
+    exec 9> "$CLUSTER_LOCK"
+    if [ "$1" = 0 ]; then flock -n 9; else flock -w "$1" 9; fi
+}
+cluster_unlock() { flock -u 9 2> /dev/null || true; }
+cluster_namespaces() { ip netns list 2> /dev/null | awk '{print $1}' | grep '^dtrain-cl-' || true; }
+cluster_is_up() { [ -n "$(cluster_namespaces)" ] || [ -e "$CLUSTER_STATE" ]; }
+cluster_kill() {
+    local ns pids
+    for ns in $(cluster_namespaces); do
+        pids=$(ip netns pids "$ns" 2> /dev/null | xargs || true)
+        if [ -n "$pids" ]; then
+            echo "killing what still runs in $ns: $pids"
+            # shellcheck disable=SC2086 # one pid per word
+            kill -9 $pids 2> /dev/null || true
+        fi
+    done
+}
+cluster_clear() {
+    cluster_kill
+    "$CLUSTER_SH" down > /dev/null 2>&1 9>&- || true
+}
+cluster_session() {
+    local name=$1 wait=$2
+    if ! cluster_lock "$wait"; then
+        echo "$name: the cluster lock $CLUSTER_LOCK is still held after $wait s" >&2
+        exit 2
+    fi
+    if cluster_is_up; then
+        echo "$name: a simulated cluster is there that this run did not start" \
+            "($(cluster_namespaces | xargs)): left alone; remove it with: sudo $CLUSTER_SH down" >&2
+        exit 2
+    fi
+    trap 'cluster_clear >&2' EXIT
+    trap 'exit 130' INT TERM
+}
+
+# Sourced: only the above.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
 set -euo pipefail
 
-STATE="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}"
-PREFIX=dtrain-cl
+STATE="$CLUSTER_STATE"
+PREFIX=dtrain-cl # the namespaces' prefix (as in cluster_namespaces)
 SWITCH="$PREFIX-sw"
 MPIEXEC="${MPIEXEC:-mpiexec.mpich}"
 
@@ -61,7 +127,7 @@ die() {
     exit 2
 }
 usage() {
-    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit "${1:-2}"
 }
 host_ns() { echo "$PREFIX-h$1"; }
@@ -100,7 +166,7 @@ hosts() { [ -f "$STATE/hosts" ] && cat "$STATE/hosts" || echo 0; }
 
 down() {
     local ns
-    for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^$PREFIX-" || true); do
+    for ns in $(cluster_namespaces); do
         ip netns del "$ns" 2> /dev/null || true
     done
     rm -rf "$STATE"

@@ -9,7 +9,7 @@
 # Usage: sudo benchmarks/multihost/link_cost.sh   (root; iproute2; python3)
 # Environment: RATES ["none 25gbit 10gbit 1gbit"]  ROUNDS [3]  SECONDS_PER_RUN [2] (the transfer's length
 #   at the rate; "none" moves 2 GiB)  LOCK_WAIT [900]
-# Holds the cluster lock of tests/multihost/run_multihost.sh while a cluster is up; always removes it.
+# Holds the cluster lock (scripts/cluster.sh's cluster_session) throughout; always removes its cluster.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,19 +18,14 @@ RATES=${RATES-"none 25gbit 10gbit 1gbit"}
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
 LOCK_WAIT=${LOCK_WAIT:-900}
-lock="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock"
 
 [ "$(id -u)" = 0 ] || {
     echo "link_cost.sh: needs root (network namespaces)" >&2
     exit 2
 }
-exec 9> "$lock"
-flock -w "$LOCK_WAIT" 9 || {
-    echo "link_cost.sh: the cluster lock $lock is still held after $LOCK_WAIT s" >&2
-    exit 2
-}
-trap '"$cluster" down > /dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
+# shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
+. "$cluster"
+cluster_session link_cost.sh "$LOCK_WAIT"
 
 # Sends $1 bytes from host 1 to host 2 and prints "gbit user_s system_s softirq_s busy_s wall_s" (CPU seconds
 # summed over all cores, from /proc/stat; busy = everything but idle and iowait).

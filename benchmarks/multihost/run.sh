@@ -29,14 +29,17 @@
 # Output: OUT_DIR/multihost_raw.txt (every line of every launch, prefixed with its context),
 # OUT_DIR/multihost.csv (one row per measurement), OUT_DIR/multihost_summary.txt (the tables) and
 # OUT_DIR/multihost.png. The simulated cluster is global to the machine: every cluster session holds the
-# flock ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock that the multihost tests hold (tests/multihost/
-# run_multihost.sh), and is removed at its end, on failure and on Ctrl-C or TERM (trap); a cluster of
-# someone else's that is up when the lock is free is left alone (that session is skipped and recorded).
+# cluster lock, the flock ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock that the multihost tests hold
+# (scripts/cluster.sh's cluster_lock), and is removed at its end, on failure and on Ctrl-C or TERM (trap); a
+# cluster of someone else's that is up when the lock is free is left alone (that session is skipped and
+# recorded).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cluster="$root/scripts/cluster.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
+. "$cluster"
 BUILD=${1:-$root/build-openmpi}
 BIN="$BUILD/benchmarks/train_dist/bench_train_dist"
 RATES=${RATES-"25gbit 10gbit 1gbit"}
@@ -87,15 +90,11 @@ mkdir -p "$OUT_DIR"
 RAW="$OUT_DIR/multihost_raw.txt"
 CSV="$OUT_DIR/multihost.csv"
 : > "$RAW"
-state="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}"
-lock="$state.lock"
-mkdir -p "$(dirname "$state")"
 export OPENBLAS_NUM_THREADS=1
 export DTRAIN_CLUSTER_ENV="OPENBLAS_NUM_THREADS=1 ${DTRAIN_CLUSTER_ENV:-}"
 
 log() { echo "run.sh: $*" | tee -a "$RAW"; }
 reverse() { echo "$1" | tr ',' '\n' | tac | paste -sd, -; }
-namespaces() { ip netns list 2> /dev/null | awk '{print $1}' | grep '^dtrain-cl-' || true; }
 
 owned=0     # 1 while this script's cluster is up (and the lock held)
 child=""    # the launch running now (a timeout process of this script)
@@ -104,14 +103,8 @@ ddp_pids=() # the DDP launches running now (timeout processes of this script)
 # Everything still running in this script's cluster: processes that this script started (mpiexec, Open
 # MPI's daemons, the ranks, DDP's processes), found by their network namespace.
 kill_in_cluster() {
-    local ns pids
     [ "$owned" = 1 ] || return 0
-    for ns in $(namespaces); do
-        pids=$(ip netns pids "$ns" 2> /dev/null | xargs || true)
-        [ -z "$pids" ] || log "killing what still runs in $ns: $pids"
-        # shellcheck disable=SC2086 # one pid per word
-        [ -z "$pids" ] || kill -9 $pids 2> /dev/null || true
-    done
+    cluster_kill | while IFS= read -r line; do log "$line"; done
 }
 
 cluster_down() {
@@ -119,13 +112,12 @@ cluster_down() {
     for p in ${ddp_pids[@]+"${ddp_pids[@]}"}; do kill -TERM "$p" 2> /dev/null || true; done
     child="" ddp_pids=()
     if [ "$owned" = 1 ]; then
-        kill_in_cluster
-        "$cluster" down 9>&- || true
+        cluster_clear | while IFS= read -r line; do log "$line"; done
         owned=0
         local left
-        left=$(namespaces) # before the lock goes: then the next run's cluster may come up
+        left=$(cluster_namespaces) # before the lock goes: then the next run's cluster may come up
         [ -z "$left" ] || log "WARNING: namespaces left after cluster.sh down: $(echo "$left" | xargs)"
-        flock -u 9 2> /dev/null || true
+        cluster_unlock
     fi
 }
 trap cluster_down EXIT
@@ -135,15 +127,15 @@ trap 'log "interrupted"; exit 130' INT TERM
 # not: the lock was not free within LOCK_WAIT, someone else's cluster is up, or `up` failed.
 cluster_up() {
     local rate=$1 out
-    exec 9> "$lock"
-    if ! flock -w "$LOCK_WAIT" 9; then
+    if ! cluster_lock "$LOCK_WAIT"; then
         log "round=$round rate=$rate | session status=lock_busy (held for $LOCK_WAIT s by another run)"
         return 1
     fi
-    if [ -n "$(namespaces)" ] || [ -e "$state" ]; then
-        flock -u 9
+    if cluster_is_up; then
+        cluster_unlock
         log "round=$round rate=$rate | session status=cluster_busy: a simulated cluster is up that this" \
-            "run did not start ($(namespaces | xargs)); left alone. Remove it with: sudo $cluster down"
+            "run did not start ($(cluster_namespaces | xargs)); left alone." \
+            "Remove it with: sudo $cluster down"
         return 1
     fi
     owned=1

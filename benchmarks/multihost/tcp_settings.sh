@@ -23,7 +23,6 @@ ROUNDS=${ROUNDS:-5}
 OUT=${OUT:-$here/results/tcp_settings.txt}
 SETTINGS=${SETTINGS:-"default;btl_tcp_links=2;btl_tcp_sndbuf=4194304 btl_tcp_rcvbuf=4194304;\
 btl_tcp_eager_limit=524288 btl_tcp_rndv_eager_limit=524288 btl_tcp_max_send_size=524288;btl_tcp_progress_thread=1"}
-lock="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock"
 
 die() {
     echo "tcp_settings.sh: $*" >&2
@@ -36,10 +35,9 @@ case "$(ldd "$BIN" 2> /dev/null || true)" in
     *) die "$BIN is not an Open MPI build (these are Open MPI's TCP BTL settings)" ;;
 esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DTRAIN_CLUSTER_MPI=openmpi
-exec 9> "$lock"
-flock -w 900 9 || die "the cluster lock $lock is still held after 900 s"
-trap '"$cluster" down > /dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
+# shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
+. "$cluster"
+cluster_session tcp_settings.sh 900
 
 raw=$(mktemp)
 IFS=';' read -r -a settings <<< "$SETTINGS"

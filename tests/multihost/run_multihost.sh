@@ -19,8 +19,9 @@
 # Skipped (77) when: the program uses MPICH (above); not root; iproute2 (ip, tc) or python3 is missing;
 # a network namespace cannot be created (container or kernel forbids it).
 # The simulated cluster is global to the machine (namespaces dtrain-cl-*, state in
-# ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}), so a run holds an flock on that path + ".lock" (also against
-# other ctest runs and scripts that take it too; ctest's RESOURCE_LOCK covers one run only), waiting for it
+# ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}), so a run holds the cluster lock, an flock on that path +
+# ".lock" (scripts/cluster.sh's cluster_lock: also against other ctest runs and scripts that take it too;
+# ctest's RESOURCE_LOCK covers one run only), waiting for it
 # up to 240 s (--cleanup does not wait: a held lock means a cluster in use). Holding it, it removes whatever
 # an earlier run left (ctest kills a test that exceeds its TIMEOUT with SIGKILL, which no trap survives):
 # first the processes still inside the namespaces, then the namespaces and the state (`cluster.sh down`),
@@ -28,7 +29,8 @@
 # with `cluster.sh up` (without the lock) while multihost tests run is removed as a leftover.
 set -euo pipefail
 
-cluster_sh="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster.sh"
+# shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
+. "$(dirname "$0")/../../scripts/cluster.sh"
 program="" timeout_s=240 min_sent="" expects=() cleanup_only=0
 while [ $# -gt 0 ] && [ "$1" != -- ]; do
     case "$1" in
@@ -72,38 +74,24 @@ for tool in ip tc python3 flock timeout unshare; do
         skip "$tool is not installed (Debian: iproute2, python3, util-linux, coreutils)"
 done
 
-state="${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}"
-mkdir -p "$(dirname "$state")"
-exec 9> "$state.lock"
-if [ $cleanup_only = 1 ] && ! flock -n 9; then
+if [ $cleanup_only = 1 ] && ! cluster_lock 0; then
     # Another run (a test of another ctest, a benchmark) holds the cluster: what exists is its own.
-    echo "PASSED: another run holds $state.lock, so the simulated cluster is in use, not left over"
+    echo "PASSED: another run holds $CLUSTER_LOCK, so the simulated cluster is in use, not left over"
     exit 0
 fi
-if ! flock -w 240 9; then
-    echo "FAILED: another run has held $state.lock (the simulated cluster) for 240 s"
+if ! cluster_lock 240; then
+    echo "FAILED: another run has held $CLUSTER_LOCK (the simulated cluster) for 240 s"
     exit 1
 fi
 
-leftover_namespaces() { ip netns list 2> /dev/null | awk '{print $1}' | grep '^dtrain-cl-' || true; }
-
 # Removes the simulated cluster and everything still running inside it.
-cleanup() {
-    local ns pids
-    for ns in $(leftover_namespaces); do
-        pids=$(ip netns pids "$ns" 2> /dev/null | xargs || true)
-        [ -z "$pids" ] || echo "run_multihost.sh: killing what still runs in $ns: $pids"
-        # shellcheck disable=SC2086 # one pid per word
-        [ -z "$pids" ] || kill -9 $pids 2> /dev/null || true
-    done
-    "$cluster_sh" down > /dev/null 2>&1 || true
-}
+cleanup() { cluster_clear | sed 's/^/run_multihost.sh: /'; }
 
-if [ -n "$(leftover_namespaces)" ] || [ -e "$state" ]; then
-    echo "run_multihost.sh: removing what an earlier run left: $(leftover_namespaces | xargs)"
+if cluster_is_up; then
+    echo "run_multihost.sh: removing what an earlier run left: $(cluster_namespaces | xargs)"
     cleanup
 fi
-left=$(leftover_namespaces)
+left=$(cluster_namespaces)
 [ -z "$left" ] || {
     echo "FAILED: cannot remove the namespaces $left"
     exit 1
@@ -149,6 +137,6 @@ if [ -n "$min_sent" ]; then
     done <<< "$sent"
 fi
 cleanup
-left=$(leftover_namespaces)
+left=$(cluster_namespaces)
 [ -z "$left" ] || fail "namespaces left after the run: $(echo "$left" | xargs)"
 echo "PASSED"
