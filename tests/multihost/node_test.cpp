@@ -15,6 +15,7 @@
 
 #include <dtrain/comm/ring.hpp>
 #include <dtrain/core/environment.hpp>
+#include <dtrain/core/node.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
 #include <dtrain/nn/layers/activation.hpp>

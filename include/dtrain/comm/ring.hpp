@@ -12,6 +12,7 @@
 #include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/node.hpp>
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 
@@ -146,16 +147,14 @@ private:
         DTRAIN_MPI_CHECK(MPI_Comm_rank(comm, &rank));
         DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
         if (size == 1) return false;
-        MPI_Comm local = MPI_COMM_NULL;
-        DTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+        const detail::CommHandle local = detail::node_comm(comm);
         MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
         const int next = (rank + 1) % size;
         int there = MPI_UNDEFINED, rc = MPI_Comm_group(comm, &all);
-        if (rc == MPI_SUCCESS) rc = MPI_Comm_group(local, &mine);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_group(local.get(), &mine);
         if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(all, 1, &next, mine, &there);
         if (all != MPI_GROUP_NULL) MPI_Group_free(&all);
         if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
-        MPI_Comm_free(&local);
         DTRAIN_MPI_CHECK(rc);
         int off = there == MPI_UNDEFINED ? 1 : 0, any = 0;
         DTRAIN_MPI_CHECK(MPI_Allreduce(&off, &any, 1, MPI_INT, MPI_LOR, comm));

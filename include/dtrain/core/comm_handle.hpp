@@ -1,8 +1,9 @@
 #pragma once
 
 /// @file
-/// CommHandle: the one RAII owner of an MPI resource in dtrain, a duplicated communicator whose errors
-/// return (used by the communicator policies and the Async policy; internals in dtrain::detail).
+/// CommHandle: the one RAII owner of an MPI resource in dtrain, a duplicated (or adopted) communicator whose
+/// errors return (used by the communicator policies, the Async policy and core/node.hpp; internals in
+/// dtrain::detail).
 
 #include <climits>
 #include <cstddef>
@@ -30,14 +31,23 @@ public:
     explicit CommHandle(MPI_Comm comm) {
         DTRAIN_CHECK(comm != MPI_COMM_NULL, "dtrain communicator: given MPI_COMM_NULL");
         OperationScope op("MPI_Comm_dup of a dtrain communicator", comm);
-        DTRAIN_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
-        const int code = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-        if (code != MPI_SUCCESS) {
-            MPI_Comm_free(&comm_);
-            mpi_check(code, "MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN)");
-        }
-        DTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-        DTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+        MPI_Comm dup = MPI_COMM_NULL;
+        DTRAIN_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+        *this = adopt(dup);
+    }
+
+    /// Takes over `comm`, a communicator the caller created for it (e.g. with MPI_Comm_split_type) and
+    /// no longer frees itself: sets MPI_ERRORS_RETURN on it and frees it with the handle (also when this
+    /// throws). Not collective. Requires a valid communicator other than MPI_COMM_NULL and the predefined
+    /// ones (MPI_COMM_WORLD, MPI_COMM_SELF).
+    static CommHandle adopt(MPI_Comm comm) {
+        DTRAIN_CHECK(comm != MPI_COMM_NULL, "dtrain communicator: given MPI_COMM_NULL");
+        CommHandle h;
+        h.comm_ = comm;
+        DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(h.comm_, MPI_ERRORS_RETURN));
+        DTRAIN_MPI_CHECK(MPI_Comm_rank(h.comm_, &h.rank_));
+        DTRAIN_MPI_CHECK(MPI_Comm_size(h.comm_, &h.size_));
+        return h;
     }
 
     /// Duplicates other's communicator (collective over its ranks).

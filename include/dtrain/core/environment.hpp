@@ -11,6 +11,7 @@
 #include <dtrain/core/abort.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/node.hpp>
 #include <dtrain/core/watchdog.hpp>
 
 namespace dtrain {
@@ -123,12 +124,11 @@ private:
         try {
             DTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
             DTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-            MPI_Comm local = MPI_COMM_NULL;
-            DTRAIN_MPI_CHECK(
-                MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
-            DTRAIN_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
-            DTRAIN_MPI_CHECK(MPI_Comm_size(local, &local_size_));
-            DTRAIN_MPI_CHECK(MPI_Comm_free(&local));
+            {
+                const detail::CommHandle local = detail::node_comm(MPI_COMM_WORLD);
+                local_rank_ = local.rank();
+                local_size_ = local.size();
+            }
             stall_timeout_ = detail::stall_timeout_from_environment();
             if (stall_timeout_ > 0 && thread_level_ >= MPI_THREAD_MULTIPLE &&
                 !watchdog_running().exchange(true)) {

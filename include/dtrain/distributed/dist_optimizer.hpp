@@ -15,6 +15,7 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/hash.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/node.hpp>
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>

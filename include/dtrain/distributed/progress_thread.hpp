@@ -118,18 +118,6 @@ inline int available_cpus() {
     return std::max(1, int(std::thread::hardware_concurrency()));
 }
 
-/// Number of ranks of `comm` on this rank's node (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED).
-/// Collective.
-inline int node_local_size(MPI_Comm comm) {
-    MPI_Comm local = MPI_COMM_NULL;
-    DTRAIN_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-    int n = 1;
-    const int rc = MPI_Comm_size(local, &n);
-    MPI_Comm_free(&local);
-    DTRAIN_MPI_CHECK(rc);
-    return n;
-}
-
 }  // namespace detail
 
 /// Whether DistOptimizer starts its progress thread, from the environment variable DTRAIN_PROGRESS_THREAD:
