@@ -62,47 +62,6 @@ inline std::string optimizer_kind(const std::string& description) {
     return description.substr(0, description.find('('));
 }
 
-/// Throws, on every rank, the error of a save_checkpoint() that found ranks `root` and `r` to agree on
-/// parameters, model state and optimizer state but not on the layers' extra state: names the first
-/// top-level layer whose extra state differs and what to do. Collective over `comm` (every rank calls it
-/// with the same `r`). Extra state alone (e.g. Dropout seeded by rank) does not make the replicas diverge,
-/// so the message does not say they have.
-template <class T>
-[[noreturn]] void throw_extra_state_difference(const Model<T>& model, int root, int r,
-                                               const std::string& not_written, MPI_Comm comm) {
-    const std::size_t layers = model.num_layers();
-    std::vector<std::uint64_t> mine(layers + 1);
-    mine[0] = layers;
-    std::vector<std::uint64_t> words;
-    for (std::size_t i = 0; i < layers; ++i) {
-        words.clear();
-        model.layer(i).save_extra_state(words);
-        mine[i + 1] = fnv1a(words.data(), words.size() * sizeof(std::uint64_t));
-    }
-    // The layer counts first, so that the second exchange has one size on every rank.
-    const int size = comm_size(comm);
-    std::vector<std::uint64_t> counts(std::size_t(size), 0);
-    DTRAIN_MPI_CHECK(MPI_Allgather(&mine[0], 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm));
-    const std::string intro = concat("save_checkpoint: ranks ", root, " and ", r,
-                                     " hold the same parameters, model state and optimizer state but "
-                                     "different layers' extra state");
-    DTRAIN_CHECK(counts[std::size_t(r)] == counts[std::size_t(root)], intro, " (", counts[std::size_t(root)],
-                 " layers on rank ", root, ", ", counts[std::size_t(r)], " on rank ", r, ")", not_written);
-    std::vector<std::uint64_t> all(std::size_t(size) * (layers + 1));
-    DTRAIN_MPI_CHECK(MPI_Allgather(mine.data(), int(layers + 1), MPI_UINT64_T, all.data(), int(layers + 1),
-                                   MPI_UINT64_T, comm));
-    std::size_t i = 0;
-    while (i < layers &&
-           all[std::size_t(r) * (layers + 1) + i + 1] == all[std::size_t(root) * (layers + 1) + i + 1])
-        ++i;
-    const std::string where =
-        i == layers ? std::string() : concat(" in layer ", i, " (", model.layer(i).name(), ")");
-    throw Error(concat(intro, where,
-                       ": the state a layer keeps outside its parameters, such as a Dropout mask generator. "
-                       "Seed every Dropout with the same value on every rank (not one derived from the rank)",
-                       not_written));
-}
-
 }  // namespace detail
 
 /// True on every rank when rank `root` can open the file `path`. Collective: every rank makes the same choice
@@ -137,14 +96,16 @@ TrainingPosition read_checkpoint(const std::string& path, Model<T>& model, Opt& 
 
 /// Writes a checkpoint of `model` (parameters, non-trainable state, the layers' extra state such as Dropout's
 /// generators, and its layers), of `opt` (its description, state buffer and step count) and of `position` to
-/// `path` (with gradient compression "none"; the DistOptimizer overload stores its compression and residuals). Collective over `comm`: every rank first checks that all ranks hold bitwise-identical parameters,
-/// model state, optimizer state and extra state (as synchronous data-parallel training guarantees; a
-/// difference is an error on every rank naming the rank, what differs and what to do: when only the extra
-/// state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the ranks
-/// diverged); then rank `root` writes `path` + ".tmp" and renames it over `path`, so an interrupted save
-/// never destroys the previous checkpoint. A failure on `root` is thrown as dtrain::Error naming the path on
-/// EVERY rank. The learning rate and its schedule are configuration: build the optimizer the same way when
-/// resuming. Values are stored in the machine's byte order. With Async, save the model after run() instead.
+/// `path` (with gradient compression "none"; the DistOptimizer overload stores its compression and
+/// residuals). Collective over `comm`: every rank first checks that all ranks hold bitwise-identical
+/// parameters, model state, optimizer state and extra state (as synchronous data-parallel training
+/// guarantees; a difference is an error on every rank naming the rank, what differs and what to do: when only
+/// the extra state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the
+/// ranks diverged); then rank `root` writes `path` + ".tmp" and renames it over `path`, so an interrupted
+/// save never destroys the previous checkpoint. A failure on `root` is thrown as dtrain::Error naming the
+/// path on EVERY rank. The learning rate and its schedule are configuration: build the optimizer the same way
+/// when resuming. Values are stored in the machine's byte order. With Async, save the model after run()
+/// instead.
 template <class T, class Opt>
 void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
                      const TrainingPosition& position, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {

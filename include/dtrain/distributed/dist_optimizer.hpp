@@ -112,17 +112,15 @@ public:
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
         if (overlapping) codec_.prewarm(comm_, model_.num_parameters());
         passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
+        // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a split
+        // layer) can start its reduction before the layer's backward() has finished.
+        const std::size_t chunk =
+            overlapping && options_.bucket_bytes > 0
+                ? std::max<std::size_t>(1, options_.bucket_bytes / sizeof(value_type) / 4)
+                : 0;
         // Nothing below throws before the hooks are in place, except starting the thread (undone then).
-        model_.set_grad_ready_hook([this](std::size_t layer) { on_grad_ready(layer); });
-        if (overlapping && options_.bucket_bytes > 0) {
-            // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a
-            // split layer) can start its reduction before the layer's backward() has finished.
-            const std::size_t chunk =
-                std::max<std::size_t>(1, options_.bucket_bytes / sizeof(value_type) / 4);
-            model_.set_partial_grad_hook([this](std::size_t layer, std::size_t begin,
-                                                std::size_t end) { on_partial_grad(layer, begin, end); },
-                                         chunk);
-        }
+        detail::hook_backward_passes(model_, passes_, chunk,
+                                     [this](std::size_t from) { launch_ready(from); });
         if (progress) {
             try {
                 progress_.start(
@@ -302,18 +300,6 @@ private:
     void remove_hooks() noexcept {
         model_.set_grad_ready_hook(nullptr);
         model_.set_partial_grad_hook(nullptr, 0);
-    }
-
-    // Called by Model::backward() after layer `layer`'s gradients are final (last layer first).
-    void on_grad_ready(std::size_t layer) {
-        passes_.layer_ready(layer, model_.parameter_ranges()[layer].offset,
-                            [this](std::size_t from) { launch_ready(from); });
-    }
-
-    // Called by a layer's backward() with values [begin, end) of its slice final (end of the slice first).
-    void on_partial_grad(std::size_t layer, std::size_t begin, std::size_t end) {
-        passes_.partial_ready(model_.parameter_ranges()[layer].offset, begin, end,
-                              [this](std::size_t from) { launch_ready(from); });
     }
 
     // Everything from `from` to the end of the flat gradient buffer is final: starts the reductions of the

@@ -3,12 +3,14 @@
 /// @file
 /// The backward-pass bookkeeping of gradient accumulation (k backward passes per step()), shared by the
 /// distributed optimizers, and the synchronous one's state machine that follows the gradient events of a
-/// pass to know which suffix of the flat gradient buffer is final.
+/// pass (from the model's hooks, hook_backward_passes()) to know which suffix of the flat gradient buffer
+/// is final.
 
 #include <algorithm>
 #include <cstddef>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/nn/model.hpp>
 
 namespace dtrain::detail {
 
@@ -98,5 +100,24 @@ private:
     bool reporting_ = false;      // the current pass reports final suffixes
     std::size_t ready_from_ = 0;  // gradients [ready_from_, n_) are final in this pass
 };
+
+/// Feeds `model`'s gradient events to `passes` (the synchronous DistOptimizer): installs the model's
+/// grad-ready hook, called after a layer's gradients are final (last layer first), and, when `chunk` > 0,
+/// its partial-gradient hook, called with every `chunk` values of a layer's slice that are final (end of the
+/// slice first); both replace the user's and hand `passes` the layer's offset in the flat gradient buffer
+/// and `launch`, which it calls with the start of a final suffix worth reducing. `model` and `passes` must
+/// outlive the hooks (set_grad_ready_hook(nullptr) and set_partial_grad_hook(nullptr, 0) remove them).
+template <class T, class Launch>
+void hook_backward_passes(Model<T>& model, BackwardPasses& passes, std::size_t chunk, Launch launch) {
+    model.set_grad_ready_hook([&model, &passes, launch](std::size_t layer) {
+        passes.layer_ready(layer, model.parameter_ranges()[layer].offset, launch);
+    });
+    if (chunk == 0) return;
+    model.set_partial_grad_hook(
+        [&model, &passes, launch](std::size_t layer, std::size_t begin, std::size_t end) {
+            passes.partial_ready(model.parameter_ranges()[layer].offset, begin, end, launch);
+        },
+        chunk);
+}
 
 }  // namespace dtrain::detail

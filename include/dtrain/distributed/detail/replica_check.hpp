@@ -3,7 +3,8 @@
 /// @file
 /// "Same on every rank" checks of the distributed optimizers and checkpoints: a rank's model, optimizer and
 /// options as a list of named facts, compared across ranks so that an error names the first fact that
-/// differs (layer 8: Dense(128, 64) on rank 0 but Dense(128, 80) on rank 1) instead of a hash.
+/// differs (layer 8: Dense(128, 64) on rank 0 but Dense(128, 80) on rank 1) instead of a hash; likewise the
+/// first layer whose extra state differs when a checkpoint's ranks differ in nothing else.
 
 #include <cstddef>
 #include <cstdint>
@@ -173,6 +174,47 @@ inline void check_replicas(const ReplicaFacts& facts, const std::string& who, co
     }
     if (first == size) message = concat(who, ": the ranks disagree (", hint, ")");  // hashes differ only
     throw_if_failed_anywhere(message, first == size ? root : first, comm);
+}
+
+/// Throws, on every rank, the error of a save_checkpoint() that found ranks `root` and `r` to agree on
+/// parameters, model state and optimizer state but not on the layers' extra state: names the first
+/// top-level layer whose extra state differs and what to do. Collective over `comm` (every rank calls it
+/// with the same `r`). Extra state alone (e.g. Dropout seeded by rank) does not make the replicas diverge,
+/// so the message does not say they have.
+template <class T>
+[[noreturn]] void throw_extra_state_difference(const Model<T>& model, int root, int r,
+                                               const std::string& not_written, MPI_Comm comm) {
+    const std::size_t layers = model.num_layers();
+    std::vector<std::uint64_t> mine(layers + 1);
+    mine[0] = layers;
+    std::vector<std::uint64_t> words;
+    for (std::size_t i = 0; i < layers; ++i) {
+        words.clear();
+        model.layer(i).save_extra_state(words);
+        mine[i + 1] = fnv1a(words.data(), words.size() * sizeof(std::uint64_t));
+    }
+    // The layer counts first, so that the second exchange has one size on every rank.
+    const int size = comm_size(comm);
+    std::vector<std::uint64_t> counts(std::size_t(size), 0);
+    DTRAIN_MPI_CHECK(MPI_Allgather(&mine[0], 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm));
+    const std::string intro = concat("save_checkpoint: ranks ", root, " and ", r,
+                                     " hold the same parameters, model state and optimizer state but "
+                                     "different layers' extra state");
+    DTRAIN_CHECK(counts[std::size_t(r)] == counts[std::size_t(root)], intro, " (", counts[std::size_t(root)],
+                 " layers on rank ", root, ", ", counts[std::size_t(r)], " on rank ", r, ")", not_written);
+    std::vector<std::uint64_t> all(std::size_t(size) * (layers + 1));
+    DTRAIN_MPI_CHECK(MPI_Allgather(mine.data(), int(layers + 1), MPI_UINT64_T, all.data(), int(layers + 1),
+                                   MPI_UINT64_T, comm));
+    std::size_t i = 0;
+    while (i < layers &&
+           all[std::size_t(r) * (layers + 1) + i + 1] == all[std::size_t(root) * (layers + 1) + i + 1])
+        ++i;
+    const std::string where =
+        i == layers ? std::string() : concat(" in layer ", i, " (", model.layer(i).name(), ")");
+    throw Error(concat(intro, where,
+                       ": the state a layer keeps outside its parameters, such as a Dropout mask generator. "
+                       "Seed every Dropout with the same value on every rank (not one derived from the rank)",
+                       not_written));
 }
 
 }  // namespace dtrain::detail
