@@ -29,8 +29,9 @@ inline bool use_direct_conv_forward(const ConvGeometry& g) noexcept {
 }
 
 /// Largest fan-in (in_channels * kh * kw) for which Conv2d<float> also computes the weight gradient with
-/// direct_conv_weight_grad(): at such a small GEMM depth OpenBLAS reaches about half its rate
-/// (benchmarks/README.md, issue 13), and the columns cost more than the products.
+/// direct_conv_weight_grad(): at such a small GEMM depth OpenBLAS reaches about half its rate and the
+/// columns cost more than the products. For Conv2d(20, 50, 5) (fan-in 500) the direct weight gradient
+/// measured slower than im2col + GEMM (benchmarks/train/README.md).
 constexpr std::size_t direct_conv_max_fan_in = 32;
 
 /// True when Conv2d<float> computes the weight gradient of geometry `g` with direct_conv_weight_grad():
@@ -41,7 +42,7 @@ inline bool use_direct_conv_weight_grad(const ConvGeometry& g) noexcept {
 
 #ifdef DTRAIN_DIRECT_CONV
 
-// Lanes [0, n) of a vector set, n in [1, 8]: the mask of the last vector of an output row.
+// The mask of lanes [0, n), n in [0, 8]: the valid outputs of a vector at the end of an output row.
 DTRAIN_AVX2_FMA inline __m256i lane_mask(std::size_t n) {
     const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), idx);
