@@ -3,6 +3,8 @@
 // algorithm bandwidth (bytes / time) and the bus bandwidth busbw = algbw * 2(p-1)/p (the nccl-tests
 // convention: the per-rank traffic of a bandwidth-optimal all-reduce). Algorithms are interleaved in rounds
 // per size so they see the same machine noise. Writes a CSV (one row per size and algorithm).
+// With --back-to-back, each sample is instead the mean time of the round's repetitions run one after
+// another after a single barrier, as a training step runs its buckets (a link never idle between calls).
 //
 //   mpiexec.mpich -n 2 ./allreduce_bench --csv allreduce_np2.csv
 #include <algorithm>
@@ -34,6 +36,8 @@ struct Options {
     std::size_t segment_bytes = 0;
     int window = 0;
     std::string csv = "allreduce.csv";
+    bool back_to_back = false;                  // one barrier per round, then the repetitions back to back
+    bool time_barrier = false;                  // the timed region starts before the barrier
     std::vector<dtrain::RingOptions> variants;  // extra Ring configurations (--variants)
 };
 
@@ -50,6 +54,9 @@ const char* kUsage =
     "  --variants LIST    extra Ring configurations to compare, SEGMENT_BYTES:WINDOW,... (for tuning;\n"
     "                     reported as ring_s<bytes>_w<window>)\n"
     "  --csv FILE         output CSV (default allreduce.csv)\n"
+    "  --back-to-back     time each round's repetitions back to back after one barrier (one sample per\n"
+    "                     round: the mean per call) instead of a barrier before every call\n"
+    "  --time-barrier     include the barrier before the call(s) in the timed region\n"
     "  --help             this text\n";
 
 std::size_t parse_size(const std::string& flag, const std::string& v) {
@@ -64,6 +71,10 @@ Options parse(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--back-to-back" || a == "--time-barrier") {
+            (a == "--back-to-back" ? o.back_to_back : o.time_barrier) = true;
+            continue;
+        }
         if (a == "--help" || a == "-h") {
             std::cout << kUsage;
             std::exit(0);
@@ -161,29 +172,38 @@ int main(int argc, char** argv) {
         const int reps =
             o.reps > 0 ? o.reps : int(std::clamp<std::size_t>((std::size_t(32) << 20) / bytes, 2, 100));
         std::map<std::string, std::vector<double>> times;
-        auto run_once = [&](const std::string& algo) {
+        // `calls` all-reduces after one barrier; the slowest rank's mean time per call. Back to back the
+        // buffer is reduced again each call (its values grow by a factor p per call; the time does not
+        // depend on them).
+        auto run_calls = [&](const std::string& algo, int calls) {
             std::memcpy(buf.data(), init.data(), bytes);
             dtrain::Span<float> s(buf.data(), n);
+            const double before_barrier = MPI_Wtime();
             MPI_Barrier(env.world());
-            const double t0 = MPI_Wtime();
-            if (algo == "naive")
-                naive.allreduce_sum(s);
-            else if (algo == "ring")
-                ring.allreduce_sum(s);
-            else if (algo == "collective")
-                collective.allreduce_sum(s);
-            else
-                variants.at(algo).allreduce_sum(s);  // a --variants entry
-            double dt = MPI_Wtime() - t0;
+            const double t0 = o.time_barrier ? before_barrier : MPI_Wtime();
+            for (int c = 0; c < calls; ++c) {
+                if (algo == "naive")
+                    naive.allreduce_sum(s);
+                else if (algo == "ring")
+                    ring.allreduce_sum(s);
+                else if (algo == "collective")
+                    collective.allreduce_sum(s);
+                else
+                    variants.at(algo).allreduce_sum(s);  // a --variants entry
+            }
+            double dt = (MPI_Wtime() - t0) / calls;
             MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, env.world());
             return dt;
         };
         for (const auto& algo : o.algos)
-            run_once(algo);  // warm-up: scratch buffers, connections
+            run_calls(algo, 1);  // warm-up: scratch buffers, connections
         for (int round = 0; round < o.rounds; ++round) {
             for (const auto& algo : o.algos) {
-                for (int k = 0; k < reps; ++k)
-                    times[algo].push_back(run_once(algo));
+                if (o.back_to_back)
+                    times[algo].push_back(run_calls(algo, reps));
+                else
+                    for (int k = 0; k < reps; ++k)
+                        times[algo].push_back(run_calls(algo, 1));
             }
         }
         if (env.rank() != 0) continue;
