@@ -306,6 +306,7 @@ private:
         wused_.resize(g_.full_kernel() ? 0 : out_ * rows);
         wt_.resize(direct_fwd_ ? out_ * rows : 0);
         offsets_.resize(direct_fwd_ ? rows : 0);
+        if (direct_fwd_) detail::tap_offsets(g_, offsets_.data());
         cols_src_ = nullptr;
     }
 
@@ -325,7 +326,7 @@ private:
     bool direct_fwd_ = false;           // detail::use_direct_conv_forward for this shape
     bool direct_dw_ = false;            // detail::use_direct_conv_weight_grad for this shape
     std::vector<T> wt_;                 // direct path: the weights packed by detail::pack_direct_weights
-    std::vector<std::size_t> offsets_;  // direct path: scratch for each tap's offset in an input sample
+    std::vector<std::size_t> offsets_;  // direct path: each tap's offset in an input sample (tap_offsets)
     const T* cols_src_ = nullptr;       // input whose columns cols_ holds (nullptr: none)
     const T* used_weights_ = nullptr;   // used_weights() of the last forward (valid while cols_src_ is set)
 };

@@ -40,6 +40,15 @@ inline bool use_direct_conv_weight_grad(const ConvGeometry& g) noexcept {
     return g.c * g.kh * g.kw <= direct_conv_max_fan_in && use_direct_conv_forward(g);
 }
 
+/// Writes off[t] = the offset of tap t = (ci, ki, kj) in an input sample [c, h, w] of geometry `g`, for
+/// the c * kh * kw taps: the tap table the direct kernels take (it depends on the geometry only).
+inline void tap_offsets(const ConvGeometry& g, std::size_t* off) {
+    for (std::size_t ci = 0, t = 0; ci < g.c; ++ci)
+        for (std::size_t ki = 0; ki < g.kh; ++ki)
+            for (std::size_t kj = 0; kj < g.kw; ++kj, ++t)
+                off[t] = (ci * g.h + ki) * g.w + kj;
+}
+
 #ifdef DTRAIN_DIRECT_CONV
 
 // The mask of lanes [0, n), n in [0, 8]: the valid outputs of a vector at the end of an output row.
@@ -155,23 +164,14 @@ DTRAIN_AVX2_FMA inline void direct_fwd_channels(const float* x, std::size_t n, c
     }
 }
 
-// off[t] = the offset of tap t = (ci, ki, kj) in an input sample [c, h, w].
-inline void tap_offsets(const ConvGeometry& g, std::size_t* off) {
-    for (std::size_t ci = 0, t = 0; ci < g.c; ++ci)
-        for (std::size_t ki = 0; ki < g.kh; ++ki)
-            for (std::size_t kj = 0; kj < g.kw; ++kj, ++t)
-                off[t] = (ci * g.h + ki) * g.w + kj;
-}
-
 /// Forward pass of a stride-1, unpadded convolution of geometry `g` on `n` samples x [n, c, h, w]:
 /// y[s][o][i][j] = bias[o] + sum over taps t = (ci, ki, kj) of w[o][t] * x[s][ci][i + ki][j + kj], y in
-/// NCHW [n, out, oh, ow]. `w_packed` holds the weights as pack_direct_weights() left them; `off` is
-/// scratch for c * kh * kw offsets. Requires direct_conv_available(). Each output sums its taps in a fixed
+/// NCHW [n, out, oh, ow]. `w_packed` holds the weights as pack_direct_weights() left them and `off` the
+/// taps as tap_offsets() left them. Requires direct_conv_available(). Each output sums its taps in a fixed
 /// order: deterministic, and within float rounding of im2col + GEMM.
 DTRAIN_AVX2_FMA inline void direct_conv_forward(const float* x, std::size_t n, const ConvGeometry& g,
                                                 const float* w_packed, std::size_t out, const float* bias,
-                                                std::size_t* off, float* y) {
-    tap_offsets(g, off);
+                                                const std::size_t* off, float* y) {
     const std::size_t pos = g.positions(), fan_in = g.c * g.kh * g.kw;
     for (std::size_t o = 0; o < out; o += direct_block) {
         const float* wb = w_packed + o * fan_in;
@@ -253,20 +253,27 @@ DTRAIN_AVX2_FMA inline void direct_dw_channels(const float* x, std::size_t n, co
 
 /// Weight gradient of a stride-1, unpadded convolution of geometry `g`: ADDS to dw [out, c, kh, kw] the
 /// sum over the batch of dy[s][o][i][j] * x[s][ci][i + ki][j + kj], for x [n, c, h, w] and dy NCHW
-/// [n, out, oh, ow]. `off` is scratch for c * kh * kw offsets. Requires direct_conv_available().
+/// [n, out, oh, ow]. `off` holds the taps as tap_offsets() left them. Requires direct_conv_available().
 /// Deterministic (a fixed summation order).
 DTRAIN_AVX2_FMA inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
-                                                    const float* dy, std::size_t out, std::size_t* off,
+                                                    const float* dy, std::size_t out, const std::size_t* off,
                                                     float* dw) {
-    tap_offsets(g, off);
     const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
-    std::size_t o = 0;
-    for (; o + 4 <= out; o += 4)
-        direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-    const std::size_t rest = out - o;
-    if (rest == 3) direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-    if (rest == 2) direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-    if (rest == 1) direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+    for (std::size_t o = 0; o < out; o += direct_block) {  // the channel blocks of direct_conv_forward
+        switch (out - o < direct_block ? out - o : direct_block) {
+            case 4:
+                direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            case 3:
+                direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            case 2:
+                direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            default:
+                direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+        }
+    }
 }
 
 #endif  // DTRAIN_DIRECT_CONV
