@@ -9,7 +9,8 @@
 // Usage: OPENBLAS_NUM_THREADS=1 mpiexec.mpich -n P bench_train_dist [--model cnn|mlp]
 //            [--policies collective,ring,naive] [--overlap 0,1] [--bucket-bytes B] [--steps N] [--reps R]
 //            [--batch B] [--overhead [--control] [--rounds K]] [--overhead-count [--warmup W]]
-//            [--compare] [--budget] [--funneled] [--timeline trace.json]
+//            [--compare] [--budget [--budget-reduce buckets|barrier|whole]] [--funneled]
+//            [--timeline trace.json]
 //            [--compression none|fp16|bf16|topk [--topk-ratio R]]
 // --compression sets SyncOptions::compression (and --topk-ratio its topk_ratio, default 0.01) of every
 // DistOptimizer the run builds (also those of --compare and --budget; --budget's all-reduce alone stays
@@ -37,9 +38,10 @@
 //           overlap_speedup=<time without / time with overlap>
 // and with --budget (two or more ranks; see bench_budget)
 //   budget <model> <policy> ranks=<P> ... eff_no_overlap=<> eff_overlap=<> ceiling=<> comm=<> bound=<>
-//          residual_overlap=<> t1_ms=<> reduce_ms=<> both_ms=<> grad_bytes=<>
+//          residual_overlap=<> t1_ms=<> reduce_ms=<> both_ms=<> grad_bytes=<> budget_reduce=<form>
 //   (medians over rounds; t1_ms: rank 0's bare step alone, both_ms: the bare step on every rank with no
-//   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step)
+//   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step; with
+//   --budget-reduce barrier a barrier precedes each bucket, with whole one call reduces the gradient)
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
@@ -75,7 +77,8 @@ struct Setup {
     std::size_t batch = 64;
     int steps = 50;
     int reps = 5;
-    std::string timeline;  // Chrome trace of the (last) timed configuration, if not empty
+    std::string timeline;                   // Chrome trace of the (last) timed configuration, if not empty
+    std::string budget_reduce = "buckets";  // --budget's all-reduce alone: buckets, barrier or whole
 };
 
 dtrain::Model<float> make_model(const std::string& name) {
@@ -570,9 +573,18 @@ void bench_budget(const std::string& policy, const Setup& s, const dtrain::SyncO
     auto& overlapped = sides.overlapped;
     auto bare_step = [&] { sides.bare.bare_step(); };
     std::vector<float> zeros(plain.model.num_parameters(), 0.0f);
+    // The all-reduce alone in the form --budget-reduce names: the buckets back to back as DistOptimizer
+    // runs them, the same with a barrier before each bucket, or the whole gradient in one call.
+    const std::string form = s.budget_reduce;
     auto reduce_step = [&] {
-        for (const dtrain::Bucket& b : plain.opt->buckets())
+        if (form == "whole") {
+            plain.opt->comm().allreduce_sum(dtrain::Span<float>(zeros.data(), zeros.size()));
+            return;
+        }
+        for (const dtrain::Bucket& b : plain.opt->buckets()) {
+            if (form == "barrier") MPI_Barrier(MPI_COMM_WORLD);
             plain.opt->comm().allreduce_sum(dtrain::Span<float>(zeros.data() + b.offset, b.size));
+        }
     };
     for (int i = 0; i < std::max(3, s.steps / 5); ++i)
         reduce_step();
@@ -616,11 +628,11 @@ void bench_budget(const std::string& policy, const Setup& s, const dtrain::SyncO
         std::printf(
             "budget %s %s ranks=%d bucket_bytes=%zu rounds=%d eff_no_overlap=%.4f eff_overlap=%.4f "
             "(min %.3f max %.3f) ceiling=%.4f comm=%.4f bound=%.4f residual_overlap=%.4f t1_ms=%.3f "
-            "reduce_ms=%.3f both_ms=%.3f grad_bytes=%zu\n",
+            "reduce_ms=%.3f both_ms=%.3f grad_bytes=%zu budget_reduce=%s\n",
             s.model.c_str(), policy.c_str(), size, bucket_bytes, s.reps, median(eff0), median(eff1),
             *std::min_element(eff1.begin(), eff1.end()), *std::max_element(eff1.begin(), eff1.end()),
             median(ceiling), median(comm), median(bound), median(residual), 1e3 * median(t1s),
-            1e3 * median(treds), 1e3 * median(boths), sizeof(float) * zeros.size());
+            1e3 * median(treds), 1e3 * median(boths), sizeof(float) * zeros.size(), form.c_str());
         std::fflush(stdout);
     }
 }
@@ -631,13 +643,17 @@ void bench_budget(const std::string& policy, const Setup& s, const dtrain::SyncO
         << "usage: bench_train_dist [--model cnn|mlp] [--policies collective,ring,naive] [--overlap 0,1]\n"
            "         [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead [--control]\n"
            "         [--rounds K]] [--overhead-count [--warmup W]] [--compare] [--funneled]\n"
-           "         [--timeline trace.json] [--budget] [--compression none|fp16|bf16|topk]\n"
+           "         [--timeline trace.json] [--budget [--budget-reduce buckets|barrier|whole]]\n"
+           "         [--compression none|fp16|bf16|topk]\n"
            "         [--topk-ratio R]\n"
            "  --compression     SyncOptions::compression of every DistOptimizer (default none)\n"
            "  --topk-ratio      with --compression topk: share of each gradient bucket sent (default 0.01)\n"
            "  --budget          2+ ranks: per round, rank 0's bare step alone, the bare step on every rank,\n"
            "                    the gradient all-reduce alone and the DistOptimizer step; prints the\n"
            "                    efficiency and its factors (ceiling, comm, bound; see the source)\n"
+           "  --budget-reduce   with --budget, the form of the all-reduce alone: buckets (back to back, as\n"
+           "                    DistOptimizer runs them; default), barrier (a barrier before each bucket)\n"
+           "                    or whole (the whole gradient in one call)\n"
            "  --overhead        one rank: R alternating pairs of N bare / N DistOptimizer steps in K rounds\n"
            "                    (default R/20 within 2..20) with the two models' roles swapped every round;\n"
            "                    median time ratio with a bootstrap 95% confidence interval\n"
@@ -751,7 +767,11 @@ int main(int argc, char** argv) {
             warmup = int(parse_long(a, argv[++i], 0));
         else if (a == "--batch")
             s.batch = std::size_t(parse_long(a, argv[++i], 1));
-        else
+        else if (a == "--budget-reduce") {
+            s.budget_reduce = argv[++i];
+            if (s.budget_reduce != "buckets" && s.budget_reduce != "barrier" && s.budget_reduce != "whole")
+                usage("--budget-reduce needs buckets, barrier or whole, got '" + s.budget_reduce + "'");
+        } else
             usage("unknown flag " + a);
     }
     if (s.model != "cnn" && s.model != "mlp") usage("unknown model '" + s.model + "' (known: cnn, mlp)");
