@@ -84,17 +84,7 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         const std::size_t np = n * o[1] * o[2];
         // The GEMMs Conv2d runs: K counts only the kernel taps that meet the input (see Conv2d), while the
         // FLOP count is the nominal one (every tap), as FLOP counters report convolutions.
-        dtrain::detail::ConvGeometry geo;
-        geo.c = c->in_channels();
-        geo.h = in[1];
-        geo.w = in[2];
-        geo.kh = c->kernel_size()[0];
-        geo.kw = c->kernel_size()[1];
-        geo.sh = c->stride()[0];
-        geo.sw = c->stride()[1];
-        geo.ph = c->padding()[0];
-        geo.pw = c->padding()[1];
-        geo.finish();
+        const dtrain::detail::ConvGeometry geo = c->geometry(in[1], in[2]);
         const std::size_t rows = geo.col_rows(), nominal = geo.c * geo.kh * geo.kw, co = c->out_channels();
         const double f = double(nominal) / double(rows);
         // Conv2d's forms (see its class comment): the transposed forward product for <= 32 output channels,

@@ -166,9 +166,8 @@ TEST_CASE(
     };
     Rng rng(19);
     for (const auto& cc : cases) {
-        dtrain::detail::ConvGeometry g;
-        g.c = cc.c, g.h = cc.h, g.w = cc.w, g.kh = cc.k[0], g.kw = cc.k[1];
-        g.finish();
+        const Conv2d<float> conv(cc.c, cc.o, cc.k, cc.s, cc.p);
+        const dtrain::detail::ConvGeometry g = conv.geometry(cc.h, cc.w);
         const bool thin = cc.c * cc.k[0] * cc.k[1] <= dtrain::detail::direct_conv_max_fan_in;
         INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
                        << cc.k[1] << " direct=" << dtrain::detail::use_direct_conv_forward(g));
@@ -176,7 +175,7 @@ TEST_CASE(
         CHECK(dtrain::detail::use_direct_conv_weight_grad(g) ==
               (thin && dtrain::detail::direct_conv_available()));
         Model<float> m({cc.c, cc.h, cc.w}, 3);
-        m.add(Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p));
+        m.add(conv);
         for (auto& v : m.parameters())
             v = float(rng.uniform(-1, 1));
         const std::size_t n = 3, oh = g.oh, ow = g.ow, fan = cc.c * cc.k[0] * cc.k[1];

@@ -196,16 +196,9 @@ public:
     /// Bias view [out_channels].
     TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
 
-private:
-    static std::string axes(const std::array<std::size_t, 2>& a) {
-        return a[0] == a[1] ? std::to_string(a[0]) : detail::concat("(", a[0], ", ", a[1], ")");
-    }
-
-    // Output channels up to which forward computes the transposed product (see the class comment).
-    static constexpr std::size_t narrow_out = 32;
-
-    std::size_t fan_in() const { return in_ * k_[0] * k_[1]; }
-
+    /// The geometry this layer computes on an input of height h and width w: output size, column-matrix
+    /// rows, the taps that meet the input, and whether the direct kernels apply
+    /// (detail::use_direct_conv_forward). Throws when h or w is 0 or the kernel exceeds the padded input.
     detail::ConvGeometry geometry(std::size_t h, std::size_t w) const {
         DTRAIN_CHECK(h > 0 && w > 0, name(), ": input height and width must be positive, got [batch, ", in_,
                      ", ", h, ", ", w, "]");
@@ -226,6 +219,16 @@ private:
         g.finish();
         return g;
     }
+
+private:
+    static std::string axes(const std::array<std::size_t, 2>& a) {
+        return a[0] == a[1] ? std::to_string(a[0]) : detail::concat("(", a[0], ", ", a[1], ")");
+    }
+
+    // Output channels up to which forward computes the transposed product (see the class comment).
+    static constexpr std::size_t narrow_out = 32;
+
+    std::size_t fan_in() const { return in_ * k_[0] * k_[1]; }
 
     // The weights of the used taps as a [out, col_rows()] matrix: the bound weights themselves when every
     // tap is used, else a copy of the used [k0h, k1h) x [k0w, k1w) window of each kernel.
