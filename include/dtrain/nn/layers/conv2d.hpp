@@ -13,6 +13,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/detail/conv_layout.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 
@@ -44,8 +45,11 @@ namespace dtrain {
 /// Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA computes its forward pass with
 /// the direct kernels of nn/layers/detail/direct_conv.hpp instead (no columns; the bias starts the sums),
 /// and with a fan-in of at most detail::direct_conv_max_fan_in (the SINGA CNN's first layer) its weight
-/// gradient too; dX stays W^T * dY + col2im, and a weight gradient by GEMM unfolds the columns in backward.
-/// Results agree with the GEMM path within float rounding and are deterministic on a given CPU.
+/// gradient too; dX stays W^T * dY + col2im. A weight gradient by GEMM after a direct forward (the second
+/// layer) unfolds the columns in backward, a chunk of samples at a time (col_chunk_bytes, so they stay in
+/// cache), and uses each chunk for dW^T and then, overwritten, for dX: 8-10% more CNN samples/s than one
+/// batch-sized column matrix (benchmarks/train/README.md). Results agree with the GEMM path within float
+/// rounding and are deterministic on a given CPU.
 template <class T = float>
 class Conv2d final : public Layer<T> {
 public:
@@ -113,15 +117,7 @@ public:
             // out[s][c][p] = tmp[s*pos + p][c] + bias[c]: faster with few output channels (class comment).
             detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w, rows, T(0), tmp_.data(),
                          out_);
-            for (std::size_t s = 0; s < n_; ++s) {
-                const T* src = tmp_.data() + s * pos * out_;
-                T* dst = out.data() + s * out_ * pos;
-                for (std::size_t c = 0; c < out_; ++c) {
-                    const T bias = b_[c];
-                    for (std::size_t p = 0; p < pos; ++p)
-                        dst[c * pos + p] = src[p * out_ + c] + bias;
-                }
-            }
+            detail::nchw_from_rows(tmp_.data(), n_, pos, out_, b_, out.data());
             return;
         }
         // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
@@ -129,15 +125,7 @@ public:
         if (rows > 0)
             detail::gemm(false, false, out_, np, rows, T(1), w, rows, cols_.data(), np, T(0), tmp_.data(),
                          np);
-        for (std::size_t s = 0; s < n_; ++s) {
-            for (std::size_t c = 0; c < out_; ++c) {
-                const T bias = b_[c];
-                const T* src = tmp_.data() + c * np + s * pos;
-                T* dst = out.data() + (s * out_ + c) * pos;
-                for (std::size_t p = 0; p < pos; ++p)
-                    dst[p] = src[p] + bias;
-            }
-        }
+        detail::nchw_from_cols(tmp_.data(), n_, pos, out_, b_, out.data());
     }
 
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
@@ -153,9 +141,13 @@ public:
             if (need_grad_in) input_grad(grad_out.data(), w_, grad_in.data());
             return;
         }
-        gather_grad_out(grad_out.data());
+        detail::cols_from_nchw(grad_out.data(), n_, pos, out_, tmp_.data());
         for (std::size_t c = 0; c < out_; ++c)
             db_[c] += detail::lane_sum(tmp_.data() + c * np, np);
+        if (direct_fwd_) {
+            chunked_backward(in.data(), need_grad_in ? grad_in.data() : nullptr);
+            return;
+        }
         const bool after_forward = cols_src_ == in.data();  // then cols_ and wused_ are that forward's
         if (!after_forward) detail::im2col(in.data(), n_, g_, cols_.data());
         // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
@@ -164,14 +156,7 @@ public:
         if (rows > 0)
             detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0),
                          dwt_.data(), out_);
-        const std::size_t nkh = g_.k1h - g_.k0h, nkw = g_.k1w - g_.k0w;
-        for (std::size_t c = 0; c < out_; ++c)
-            for (std::size_t ci = 0, r = 0; ci < in_; ++ci)
-                for (std::size_t ki = 0; ki < nkh; ++ki) {
-                    T* d = dw_ + c * fan_in() + (ci * k_[0] + g_.k0h + ki) * k_[1] + g_.k0w;
-                    for (std::size_t kj = 0; kj < nkw; ++kj, ++r)
-                        d[kj] += dwt_[r * out_ + c];
-                }
+        detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
         cols_src_ = nullptr;
         if (need_grad_in) input_grad(nullptr, after_forward ? used_weights_ : used_weights(), grad_in.data());
     }
@@ -227,6 +212,8 @@ private:
 
     // Output channels up to which forward computes the transposed product (see the class comment).
     static constexpr std::size_t narrow_out = 32;
+    // Bytes of columns chunked_backward unfolds at a time.
+    static constexpr std::size_t col_chunk_bytes = std::size_t(512) << 10;
 
     std::size_t fan_in() const { return in_ * k_[0] * k_[1]; }
 
@@ -245,26 +232,36 @@ private:
         return wused_.data();
     }
 
-    // gY [out, n*pos] (in tmp_) = grad_out [n, out, pos] reordered.
-    void gather_grad_out(const T* grad_out) {
-        const std::size_t pos = g_.positions(), np = n_ * pos;
-        for (std::size_t c = 0; c < out_; ++c)
-            for (std::size_t s = 0; s < n_; ++s) {
-                const T* src = grad_out + (s * out_ + c) * pos;
-                std::copy(src, src + pos, tmp_.data() + c * np + s * pos);
-            }
-    }
-
     // dX from gY in tmp_ (gathered first from `grad_out` unless it is null) and the used weights `w`:
     // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX (col2im).
     void input_grad(const T* grad_out, const T* w, T* grad_in) {
         const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
         cols_.resize(rows * np);  // sized here on the direct path, which needs the columns only for dX
         tmp_.resize(out_ * np);
-        if (grad_out != nullptr) gather_grad_out(grad_out);
+        if (grad_out != nullptr) detail::cols_from_nchw(grad_out, n_, g_.positions(), out_, tmp_.data());
         if (rows > 0)
             detail::gemm(true, false, rows, np, out_, T(1), w, rows, tmp_.data(), np, T(0), cols_.data(), np);
         detail::col2im(cols_.data(), n_, g_, grad_in);
+    }
+
+    // Backward after a direct forward, weight gradient by GEMM (gY gathered in tmp_): chunk_ samples at a
+    // time, their columns are unfolded (about col_chunk_bytes, so they stay in cache), used for dW^T +=
+    // cols * gY^T, overwritten by W^T * gY and folded into dX (when grad_in is not null). One batch-sized
+    // column matrix (8 MB for Conv2d(20, 50, 5) at batch 64) made each of those passes go to memory.
+    void chunked_backward(const T* x, T* grad_in) {
+        const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows(),
+                          in_sample = in_ * g_.h * g_.w;
+        for (std::size_t s0 = 0; s0 < n_; s0 += chunk_) {
+            const std::size_t m = std::min(chunk_, n_ - s0), cp = m * pos;
+            const T* gy = tmp_.data() + s0 * pos;
+            detail::im2col(x + s0 * in_sample, m, g_, cols_.data());
+            detail::gemm(false, true, rows, out_, cp, T(1), cols_.data(), cp, gy, np, s0 == 0 ? T(0) : T(1),
+                         dwt_.data(), out_);
+            if (grad_in == nullptr) continue;
+            detail::gemm(true, false, rows, cp, out_, T(1), w_, rows, gy, np, T(0), cols_.data(), cp);
+            detail::col2im(cols_.data(), m, g_, grad_in + s0 * in_sample);
+        }
+        detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
     }
 
     // Forward by the direct kernel (detail::use_direct_conv_forward; float only), from packed weights.
@@ -303,7 +300,11 @@ private:
         direct_fwd_ = std::is_same_v<T, float> && detail::use_direct_conv_forward(g_);
         direct_dw_ = std::is_same_v<T, float> && detail::use_direct_conv_weight_grad(g_);
         const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
-        cols_.resize(direct_dw_ ? 0 : rows * np);
+        const std::size_t per_sample = std::max<std::size_t>(1, sizeof(T) * rows * g_.positions());
+        chunk_ = direct_fwd_ && !direct_dw_
+                     ? std::max<std::size_t>(1, std::min(n_, col_chunk_bytes / per_sample))
+                     : n_;
+        cols_.resize(direct_dw_ ? 0 : rows * chunk_ * g_.positions());
         tmp_.resize(direct_dw_ ? 0 : out_ * np);
         dwt_.resize(direct_dw_ ? 0 : out_ * rows);
         wused_.resize(g_.full_kernel() ? 0 : out_ * rows);
@@ -321,11 +322,12 @@ private:
     T* dw_ = nullptr;
     T* db_ = nullptr;
     detail::ConvGeometry g_;
-    std::size_t n_ = 0;     // batch size the scratch buffers are sized for
-    std::vector<T> cols_;   // column matrix [col_rows, n*OH*OW] of the last forward, or its gradient
-    std::vector<T> tmp_;    // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
-    std::vector<T> dwt_;    // the weight gradient of one backward, transposed: [col_rows, out]
-    std::vector<T> wused_;  // the used taps' weights [out, col_rows] when some taps see only padding
+    std::size_t n_ = 0;      // batch size the scratch buffers are sized for
+    std::size_t chunk_ = 0;  // samples per column chunk of chunked_backward (n_ on the other paths)
+    std::vector<T> cols_;    // column matrix [col_rows, n*OH*OW] of the last forward, or its gradient
+    std::vector<T> tmp_;     // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
+    std::vector<T> dwt_;     // the weight gradient of one backward, transposed: [col_rows, out]
+    std::vector<T> wused_;   // the used taps' weights [out, col_rows] when some taps see only padding
     bool direct_fwd_ = false;           // detail::use_direct_conv_forward for this shape
     bool direct_dw_ = false;            // detail::use_direct_conv_weight_grad for this shape
     std::vector<T> wt_;                 // direct path: the weights packed by detail::pack_direct_weights
