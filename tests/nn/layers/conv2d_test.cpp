@@ -56,6 +56,77 @@ Tensor<double> naive_conv(const Tensor<double>& x, const double* w, const double
     return y;
 }
 
+// Runs Conv2d<float> of case `cc` on 3 random samples and checks its forward pass, weight, bias and input
+// gradients and their accumulation against a double reference:
+// dW[o][t] = sum gY[s][o][i][j] x[s][tap t at (i, j)], db[o] = sum gY[s][o], dX[s][c][tap t at (i, j)] +=
+// gY[s][o][i][j] w[o][t], taps at (i * sh + a - ph, j * sw + b - pw) that fall on padding left out.
+void check_float_conv(const ConvCase& cc, Rng& rng) {
+    Model<float> m({cc.c, cc.h, cc.w}, 3);
+    m.add(Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p));
+    for (auto& v : m.parameters())
+        v = float(rng.uniform(-1, 1));
+    const std::size_t n = 3, fan = cc.c * cc.k[0] * cc.k[1];
+    const dtrain::Shape out = m.output_shape();
+    const std::size_t oh = out[1], ow = out[2];
+    const Tensor<float> x = random_tensor<float>({n, cc.c, cc.h, cc.w}, rng);
+    const Tensor<float> gy = random_tensor<float>({n, cc.o, oh, ow}, rng);
+    const Tensor<double> xd = x;
+    const std::vector<double> p(m.parameters().begin(), m.parameters().end());
+    const Tensor<double> y_ref = naive_conv(xd, p.data(), p.data() + cc.o * fan, cc);
+    CHECK(dtrain::test::max_rel_diff(m.forward(x), y_ref) < 1e-5);
+
+    std::vector<double> dw(cc.o * fan + cc.o, 0.0);
+    Tensor<double> dx = Tensor<double>::from_shape({n, cc.c, cc.h, cc.w});
+    dx.fill(0.0);
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t o = 0; o < cc.o; ++o)
+            for (std::size_t i = 0; i < oh; ++i)
+                for (std::size_t j = 0; j < ow; ++j) {
+                    const double gv = gy(s, o, i, j);
+                    dw[cc.o * fan + o] += gv;
+                    for (std::size_t c = 0, t = 0; c < cc.c; ++c)
+                        for (std::size_t a = 0; a < cc.k[0]; ++a)
+                            for (std::size_t b = 0; b < cc.k[1]; ++b, ++t) {
+                                const long yi = long(i * cc.s[0] + a) - long(cc.p[0]);
+                                const long xj = long(j * cc.s[1] + b) - long(cc.p[1]);
+                                if (yi < 0 || xj < 0 || yi >= long(cc.h) || xj >= long(cc.w)) continue;
+                                dw[o * fan + t] += gv * xd(s, c, std::size_t(yi), std::size_t(xj));
+                                dx(s, c, std::size_t(yi), std::size_t(xj)) += gv * p[o * fan + t];
+                            }
+                }
+    m.zero_grad();
+    m.forward(x);
+    const Tensor<float>& gx = m.backward(gy, true);
+    CHECK(dtrain::test::max_rel_diff(m.gradients(), dw) < 1e-4);
+    CHECK(dtrain::test::max_rel_diff(gx, dx) < 1e-5);
+    // Gradients accumulate: a second backward adds the same again.
+    m.backward(gy, false);
+    std::vector<double> dw2(dw);
+    for (auto& v : dw2)
+        v *= 2;
+    CHECK(dtrain::test::max_rel_diff(m.gradients(), dw2) < 1e-4);
+    // A forward of another input of the same shape in between: backward on x must not use what that
+    // forward left (columns, padded input).
+    auto& conv = m.layer(0);
+    const Tensor<float> other = random_tensor<float>({n, cc.c, cc.h, cc.w}, rng);
+    Tensor<float> y, gi;
+    conv.forward(other, y, true);
+    CHECK(dtrain::test::max_rel_diff(
+              y, naive_conv(Tensor<double>(other), p.data(), p.data() + cc.o * fan, cc)) < 1e-5);
+    m.zero_grad();
+    conv.backward(x, y, gy, gi, true);
+    CHECK(dtrain::test::max_rel_diff(m.gradients(), dw) < 1e-4);
+    CHECK(dtrain::test::max_rel_diff(gi, dx) < 1e-5);
+    // The same tensor rewritten in place between two forwards (an inference loop over batches): the second
+    // forward sees the new values.
+    Tensor<float> z = x;
+    conv.forward(z, y, false);
+    std::copy(other.begin(), other.end(), z.begin());
+    conv.forward(z, y, false);
+    CHECK(dtrain::test::max_rel_diff(
+              y, naive_conv(Tensor<double>(other), p.data(), p.data() + cc.o * fan, cc)) < 1e-5);
+}
+
 }  // namespace
 
 TEST_CASE("Conv2d: forward equals a direct convolution for several kernels, strides and paddings",
@@ -169,55 +240,47 @@ TEST_CASE(
     };
     Rng rng(19);
     for (const auto& cc : cases) {
-        const Conv2d<float> conv(cc.c, cc.o, cc.k, cc.s, cc.p);
-        const dtrain::detail::ConvGeometry g = conv.geometry(cc.h, cc.w);
+        const dtrain::detail::ConvGeometry g =
+            Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p).geometry(cc.h, cc.w);
         const bool thin = cc.c * cc.k[0] * cc.k[1] <= dtrain::detail::direct_conv_max_fan_in;
         INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
                        << cc.k[1] << " direct=" << dtrain::detail::use_direct_conv_forward(g));
         CHECK(dtrain::detail::use_direct_conv_forward(g) == dtrain::detail::direct_conv_available());
         CHECK(dtrain::detail::use_direct_conv_weight_grad(g) ==
               (thin && dtrain::detail::direct_conv_available()));
-        Model<float> m({cc.c, cc.h, cc.w}, 3);
-        m.add(conv);
-        for (auto& v : m.parameters())
-            v = float(rng.uniform(-1, 1));
-        const std::size_t n = 3, oh = g.oh, ow = g.ow, fan = cc.c * cc.k[0] * cc.k[1];
-        const Tensor<float> x = random_tensor<float>({n, cc.c, cc.h, cc.w}, rng);
-        const Tensor<float> gy = random_tensor<float>({n, cc.o, oh, ow}, rng);
-        const Tensor<double> xd = x;
-        const std::vector<double> p(m.parameters().begin(), m.parameters().end());
-        const Tensor<double> y_ref = naive_conv(xd, p.data(), p.data() + cc.o * fan, cc);
-        CHECK(dtrain::test::max_rel_diff(m.forward(x), y_ref) < 1e-5);
+        CHECK_FALSE(dtrain::detail::use_implicit_conv(g));
+        check_float_conv(cc, rng);
+    }
+}
 
-        // Reference gradients: dW[o][t] = sum gY[s][o][i][j] x[s][tap t at (i, j)], db[o] = sum gY[s][o],
-        // dX[s][c][i + a][j + b] += gY[s][o][i][j] w[o][c][a][b].
-        std::vector<double> dw(cc.o * fan + cc.o, 0.0);
-        Tensor<double> dx = Tensor<double>::from_shape({n, cc.c, cc.h, cc.w});
-        dx.fill(0.0);
-        for (std::size_t s = 0; s < n; ++s)
-            for (std::size_t o = 0; o < cc.o; ++o)
-                for (std::size_t i = 0; i < oh; ++i)
-                    for (std::size_t j = 0; j < ow; ++j) {
-                        const double gv = gy(s, o, i, j);
-                        dw[cc.o * fan + o] += gv;
-                        for (std::size_t c = 0, t = 0; c < cc.c; ++c)
-                            for (std::size_t a = 0; a < cc.k[0]; ++a)
-                                for (std::size_t b = 0; b < cc.k[1]; ++b, ++t) {
-                                    dw[o * fan + t] += gv * xd(s, c, i + a, j + b);
-                                    dx(s, c, i + a, j + b) += gv * p[o * fan + t];
-                                }
-                    }
-        m.zero_grad();
-        m.forward(x);
-        const Tensor<float>& gx = m.backward(gy, true);
-        CHECK(dtrain::test::max_rel_diff(m.gradients(), dw) < 1e-4);
-        CHECK(dtrain::test::max_rel_diff(gx, dx) < 1e-5);
-        // Gradients accumulate: a second backward adds the same again.
-        m.backward(gy, false);
-        std::vector<double> dw2(dw);
-        for (auto& v : dw2)
-            v *= 2;
-        CHECK(dtrain::test::max_rel_diff(m.gradients(), dw2) < 1e-4);
+TEST_CASE(
+    "Conv2d<float>: strided and padded convolutions (the implicit-GEMM kernels on AVX2) match a double "
+    "reference",
+    "[nn][conv2d]") {
+    // Every other geometry runs the implicit-GEMM kernels where the CPU has AVX2 and FMA. The shapes cover
+    // the Needle ResNet9's layers (7x7 stride 4 padding 3 on 32x32; 3x3 padding 1 on 4x4, stride 2 to 2x2
+    // and 1x1; 1x1 maps where only the centre tap is used), a strided unpadded one (read in place, no
+    // padded copy), padding on one axis only, trailing input rows no tap reaches, taps that see only
+    // padding, output channels not a multiple of 16 (1, 5, 17, 33) and tap counts not a multiple of 6 or 16,
+    // and position counts that leave a partial tile of 1-5 rows.
+    const std::vector<ConvCase> cases = {
+        {3, 16, 32, 32, {7, 7}, {4, 4}, {3, 3}}, {16, 32, 8, 8, {3, 3}, {2, 2}, {1, 1}},
+        {32, 32, 4, 4, {3, 3}, {1, 1}, {1, 1}},  {32, 64, 4, 4, {3, 3}, {2, 2}, {1, 1}},
+        {64, 17, 2, 2, {3, 3}, {2, 2}, {1, 1}},  {40, 33, 1, 1, {3, 3}, {1, 1}, {1, 1}},
+        {2, 5, 9, 11, {3, 3}, {2, 2}, {0, 0}},   {3, 1, 7, 6, {3, 2}, {1, 2}, {0, 1}},
+        {2, 6, 10, 11, {3, 4}, {3, 2}, {2, 1}},  {1, 3, 13, 13, {5, 5}, {1, 1}, {2, 2}},
+        {2, 18, 2, 3, {5, 5}, {2, 3}, {2, 2}},   {5, 7, 6, 18, {3, 3}, {2, 1}, {1, 2}},
+    };
+    Rng rng(23);
+    for (const auto& cc : cases) {
+        const dtrain::detail::ConvGeometry g =
+            Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p).geometry(cc.h, cc.w);
+        INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
+                       << cc.k[1] << " s=" << cc.s[0] << "," << cc.s[1] << " p=" << cc.p[0] << ","
+                       << cc.p[1]);
+        CHECK_FALSE(dtrain::detail::use_direct_conv_forward(g));
+        CHECK(dtrain::detail::use_implicit_conv(g) == dtrain::detail::direct_conv_available());
+        check_float_conv(cc, rng);
     }
 }
 

@@ -16,6 +16,7 @@
 #include <dtrain/nn/layers/detail/conv_layout.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
+#include <dtrain/nn/layers/detail/implicit_conv.hpp>
 
 namespace dtrain {
 
@@ -24,32 +25,24 @@ namespace dtrain {
 /// (likewise OW). Parameters in the flat buffer: weight [out, in, kh, kw] then bias [out] (PyTorch's
 /// layout). Weights are initialised by `init` (default He uniform, fan_in = in * kh * kw), biases to 0.
 ///
-/// Implementation: the whole batch is unfolded (im2col) into one column matrix [in*kh*kw, batch*OH*OW]
-/// (sample s's columns at [s*OH*OW, (s+1)*OH*OW)) and multiplied by the [out, in*kh*kw] weight matrix
-/// in ONE GEMM; the result is reordered into NCHW while the bias is added. With at most 32 output
-/// channels the GEMM computes the transposed product [batch*OH*OW, out] = cols^T * W^T instead, and
-/// backward always computes dW^T = cols * dY^T [in*kh*kw, out] and adds its transpose: OpenBLAS runs a
-/// GEMM whose M is the short side at 0.5-0.8 of the rate of the same product with M the long side
-/// (bench_train_throughput's layer GEMMs; benchmarks/README.md). Kernel taps that meet only padding at
-/// every output position (all but the centre of a 3x3 kernel with padding 1 on a 1x1 map) are left out
-/// of the columns and of the GEMMs. Backward reorders dY to [out, batch*OH*OW], computes the weight
-/// gradient from the columns cached by forward, and dcols = W^T * dY (one GEMM, written over the cached
-/// columns) is folded back into dX (col2im). The columns are reused only if backward gets the same input
-/// tensor (same data pointer and shape) as the last forward and no backward has consumed them yet;
-/// otherwise they are recomputed. Scratch (the column matrix, one [out, batch*OH*OW] matrix and one or two
-/// weight-sized matrices; about 9 MB for Conv2d(20, 50, 5) at batch 64) is sized on the first batch of a
-/// given input shape and batch size and reused. Measured against one small GEMM per sample
-/// (bench_train_throughput, SINGA CNN, batch 64, 1 BLAS thread): about 3% fewer samples/s (within the
-/// machine's noise) and 15 MiB more peak memory.
+/// Three implementations, chosen per input shape; all agree within float rounding and are deterministic:
+/// - Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA: the direct kernels of
+///   nn/layers/detail/direct_conv.hpp compute the forward pass (no columns; the bias starts the sums) and,
+///   with a fan-in of at most detail::direct_conv_max_fan_in, the weight gradient. Otherwise the weight
+///   gradient is a GEMM over columns unfolded in backward a chunk of samples at a time (col_chunk_bytes,
+///   so they stay in cache), each chunk reused, overwritten, for dX = W^T * dY + col2im.
+/// - Every other Conv2d<float> there (strided or padded): the implicit-GEMM kernels of
+///   detail::ImplicitConv, which read a zero-padded copy of the input at each tap's offset (no columns).
+/// - Conv2d<double>, and any CPU without AVX2: the whole batch is unfolded (im2col) into one column matrix
+///   [in*kh*kw, batch*OH*OW] and multiplied by the weights in ONE GEMM (transposed, [batch*OH*OW, out],
+///   with at most 32 output channels, which OpenBLAS runs faster), reordered into NCHW with the bias;
+///   backward computes dW^T = cols * dY^T and dcols = W^T * dY, folded back into dX (col2im). The columns
+///   of a forward are reused by the backward that gets the same input tensor (same data pointer and shape)
+///   if no backward has consumed them yet.
 ///
-/// Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA computes its forward pass with
-/// the direct kernels of nn/layers/detail/direct_conv.hpp instead (no columns; the bias starts the sums),
-/// and with a fan-in of at most detail::direct_conv_max_fan_in (the SINGA CNN's first layer) its weight
-/// gradient too; dX stays W^T * dY + col2im. A weight gradient by GEMM after a direct forward (the second
-/// layer) unfolds the columns in backward, a chunk of samples at a time (col_chunk_bytes, so they stay in
-/// cache), and uses each chunk for dW^T and then, overwritten, for dX: 8-10% more CNN samples/s than one
-/// batch-sized column matrix (benchmarks/train/README.md). Results agree with the GEMM path within float
-/// rounding and are deterministic on a given CPU.
+/// Kernel taps that meet only padding at every output position (all but the centre of a 3x3 kernel with
+/// padding 1 on a 1x1 map) are left out of every path. Scratch is sized on the first batch of a given input
+/// shape and batch size and reused. Measurements: benchmarks/train/README.md.
 template <class T = float>
 class Conv2d final : public Layer<T> {
 public:
@@ -108,6 +101,11 @@ public:
             direct_forward(in.data(), out.data());
             return;
         }
+        if constexpr (std::is_same_v<T, float>)
+            if (implicit_) {
+                implicit_path_.forward(in.data(), w_, b_, out.data());
+                return;
+            }
         detail::im2col(in.data(), n_, g_, cols_.data());
         cols_src_ = in.data();
         const T* w = used_weights_ = used_weights();
@@ -136,6 +134,12 @@ public:
                      " elements but the output of input ", detail::shape_str(in.shape()), " has ", out_ * np);
         if (need_grad_in) ensure_shape(grad_in, in.shape());
         if (n_ == 0) return;
+        if constexpr (std::is_same_v<T, float>)
+            if (implicit_) {
+                implicit_path_.backward(in.data(), grad_out.data(), w_, dw_, db_,
+                                        need_grad_in ? grad_in.data() : nullptr);
+                return;
+            }
         if (direct_dw_) {
             direct_backward(in.data(), grad_out.data());
             if (need_grad_in) input_grad(grad_out.data(), w_, grad_in.data());
@@ -299,7 +303,10 @@ private:
         n_ = s[0];
         direct_fwd_ = std::is_same_v<T, float> && detail::use_direct_conv_forward(g_);
         direct_dw_ = std::is_same_v<T, float> && detail::use_direct_conv_weight_grad(g_);
+        implicit_ = std::is_same_v<T, float> && detail::use_implicit_conv(g_);
         const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
+        if constexpr (std::is_same_v<T, float>)
+            if (implicit_) return implicit_path_.prepare(g_, n_, out_);  // its own scratch
         const std::size_t per_sample = std::max<std::size_t>(1, sizeof(T) * rows * g_.positions());
         chunk_ = direct_fwd_ && !direct_dw_
                      ? std::max<std::size_t>(1, std::min(n_, col_chunk_bytes / per_sample))
@@ -328,12 +335,14 @@ private:
     std::vector<T> tmp_;     // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
     std::vector<T> dwt_;     // the weight gradient of one backward, transposed: [col_rows, out]
     std::vector<T> wused_;   // the used taps' weights [out, col_rows] when some taps see only padding
-    bool direct_fwd_ = false;           // detail::use_direct_conv_forward for this shape
-    bool direct_dw_ = false;            // detail::use_direct_conv_weight_grad for this shape
-    std::vector<T> wt_;                 // direct path: the weights packed by detail::pack_direct_weights
-    std::vector<std::size_t> offsets_;  // direct path: each tap's offset in an input sample (tap_offsets)
-    const T* cols_src_ = nullptr;       // input whose columns cols_ holds (nullptr: none)
-    const T* used_weights_ = nullptr;   // used_weights() of the last forward (valid while cols_src_ is set)
+    bool direct_fwd_ = false;             // detail::use_direct_conv_forward for this shape
+    bool direct_dw_ = false;              // detail::use_direct_conv_weight_grad for this shape
+    bool implicit_ = false;               // detail::use_implicit_conv for this shape
+    detail::ImplicitConv implicit_path_;  // the implicit-GEMM path (used when implicit_)
+    std::vector<T> wt_;                   // direct path: the weights packed by detail::pack_direct_weights
+    std::vector<std::size_t> offsets_;    // direct path: each tap's offset in an input sample (tap_offsets)
+    const T* cols_src_ = nullptr;         // input whose columns cols_ holds (nullptr: none)
+    const T* used_weights_ = nullptr;     // used_weights() of the last forward (valid while cols_src_ is set)
 };
 
 }  // namespace dtrain
