@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <string>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/optim/detail/optimizer_base.hpp>
 #include <dtrain/optim/optimizer.hpp>
@@ -174,6 +175,11 @@ public:
 private:
     // The fused update of n values p[0..n) whose state is at [offset, offset + n) of the slots.
     void update(T* p, const T* g, std::size_t offset, std::size_t n, T lr) {
+        detail::with_avx2([&] { update_kernel(p, g, offset, n, lr); });
+    }
+
+    // update() as compiled for the CPU with_avx2 chose.
+    void update_kernel(T* p, const T* g, std::size_t offset, std::size_t n, T lr) {
         const T wd = T(options_.weight_decay());
         const T mom = T(options_.momentum());
         const T omd = T(1.0 - options_.dampening());

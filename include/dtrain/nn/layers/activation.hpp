@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -26,8 +27,10 @@ public:
         const T* x = in.data();
         T* y = out.data();
         const std::size_t n = in.size();
-        for (std::size_t i = 0; i < n; ++i)
-            y[i] = Fn::f(x[i]);
+        detail::with_avx2([&] {
+            for (std::size_t i = 0; i < n; ++i)
+                y[i] = Fn::f(x[i]);
+        });
     }
 
     void backward(const Tensor<T>& in, const Tensor<T>& out, const Tensor<T>& grad_out, Tensor<T>& grad_in,
@@ -39,8 +42,10 @@ public:
         const T* g = grad_out.data();
         T* d = grad_in.data();
         const std::size_t n = in.size();
-        for (std::size_t i = 0; i < n; ++i)
-            d[i] = Fn::grad(x[i], y[i], g[i]);
+        detail::with_avx2([&] {
+            for (std::size_t i = 0; i < n; ++i)
+                d[i] = Fn::grad(x[i], y[i], g[i]);
+        });
     }
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Elementwise>(); }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -36,7 +37,9 @@ public:
           mean_(channels),
           invstd_(channels),
           acc1_(channels),
-          acc2_(channels) {
+          acc2_(channels),
+          lane1_(channels * lanes),
+          lane2_(channels * lanes) {
         DTRAIN_CHECK(c_ > 0 && momentum_ >= 0.0 && momentum_ <= 1.0 && eps_ > 0.0, kind(),
                      ": need channels > 0, momentum in [0, 1] and eps > 0, got (", c_,
                      ", momentum=", momentum_, ", eps=", eps_, ")");
@@ -71,6 +74,29 @@ public:
     }
 
     void forward(const Tensor<T>& in, Tensor<T>& out, bool training) override {
+        detail::with_avx2([&] { forward_impl(in, out, training); });
+    }
+
+    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                  bool need_grad_in) override {
+        detail::with_avx2([&] { backward_impl(in, grad_out, grad_in, need_grad_in); });
+    }
+
+    std::unique_ptr<Layer<T>> clone() const override {
+        return std::make_unique<BatchNorm>(c_, momentum_, eps_);
+    }
+
+    /// Scale view [C] (valid once bound to a model).
+    TensorView<T, 1> gamma() { return make_view<T, 1>(gamma_, {c_}); }
+    /// Shift view [C].
+    TensorView<T, 1> beta() { return make_view<T, 1>(beta_, {c_}); }
+    /// Running mean view [C] (in the model's state buffer).
+    TensorView<T, 1> running_mean() { return make_view<T, 1>(rmean_, {c_}); }
+    /// Running (unbiased) variance view [C] (in the model's state buffer).
+    TensorView<T, 1> running_var() { return make_view<T, 1>(rvar_, {c_}); }
+
+private:
+    void forward_impl(const Tensor<T>& in, Tensor<T>& out, bool training) {
         const auto [n, inner] = dims(in);
         const std::size_t count = n * inner;
         ensure_shape(out, in.shape());
@@ -121,8 +147,8 @@ public:
         });
     }
 
-    void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
-                  bool need_grad_in) override {
+    void backward_impl(const Tensor<T>& in, const Tensor<T>& grad_out, Tensor<T>& grad_in,
+                       bool need_grad_in) {
         const auto [n, inner] = dims(in);
         const std::size_t count = n * inner;
         const T* x = in.data();
@@ -142,13 +168,14 @@ public:
         T* d = grad_in.data();
         if (training_) {
             // dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
+            //    = k * dy - k * s1 - (x - mean) * (k * invstd * s2), in T with x centred first (exact
+            //      enough when the mean is large against the spread), coefficients in double.
             for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
-                const double k = double(gamma_[c]) * invstd_[c], mu = mean_[c], is = invstd_[c];
+                const double k = double(gamma_[c]) * invstd_[c];
                 const double s1 = acc1_[c] / double(count), s2 = acc2_[c] / double(count);
-                for (std::size_t j = 0; j < len; ++j) {
-                    const double xhat = (double(x[i + j]) - mu) * is;
-                    d[i + j] = T(k * (double(g[i + j]) - s1 - xhat * s2));
-                }
+                const T kt = T(k), ks1 = T(k * s1), kx = T(k * invstd_[c] * s2), mu = T(mean_[c]);
+                for (std::size_t j = 0; j < len; ++j)
+                    d[i + j] = kt * g[i + j] - ks1 - (x[i + j] - mu) * kx;
             });
         } else {
             for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
@@ -159,20 +186,6 @@ public:
         }
     }
 
-    std::unique_ptr<Layer<T>> clone() const override {
-        return std::make_unique<BatchNorm>(c_, momentum_, eps_);
-    }
-
-    /// Scale view [C] (valid once bound to a model).
-    TensorView<T, 1> gamma() { return make_view<T, 1>(gamma_, {c_}); }
-    /// Shift view [C].
-    TensorView<T, 1> beta() { return make_view<T, 1>(beta_, {c_}); }
-    /// Running mean view [C] (in the model's state buffer).
-    TensorView<T, 1> running_mean() { return make_view<T, 1>(rmean_, {c_}); }
-    /// Running (unbiased) variance view [C] (in the model's state buffer).
-    TensorView<T, 1> running_var() { return make_view<T, 1>(rvar_, {c_}); }
-
-private:
     static const char* kind() { return Spatial == 0 ? "BatchNorm1d" : "BatchNorm2d"; }
 
     // Returns (batch, spatial size) after checking the batch shape.
@@ -185,13 +198,13 @@ private:
     }
 
     // Sets acc1_[c] and acc2_[c] to the sums of f1(c, i) and f2(c, i) over channel c's elements i, in double.
-    // Long runs of one channel are summed in 8 interleaved partial sums and short ones across channels, so
-    // the loops vectorise either way (the order is fixed: the same result on every call).
+    // Long runs of one channel are summed in 8 interleaved partial sums, added lane by lane into 8 partial
+    // sums per channel that are added up only at the end, and short runs across channels, so the loops vectorise either way (the order is
+    // fixed: the same result on every call).
     template <class F1, class F2>
     void channel_sums(std::size_t n, std::size_t inner, F1&& f1, F2&& f2) {
         std::fill(acc1_.begin(), acc1_.end(), 0.0);
         std::fill(acc2_.begin(), acc2_.end(), 0.0);
-        constexpr std::size_t lanes = 8;
         if (inner < lanes) {
             for (std::size_t s = 0; s < n; ++s)
                 for (std::size_t j = 0; j < inner; ++j)
@@ -202,9 +215,11 @@ private:
                     }
             return;
         }
+        std::fill(lane1_.begin(), lane1_.end(), 0.0);
+        std::fill(lane2_.begin(), lane2_.end(), 0.0);
         for (std::size_t s = 0; s < n; ++s)
             for (std::size_t c = 0; c < c_; ++c) {
-                double a[lanes] = {}, b[lanes] = {};
+                double a[lanes] = {}, b[lanes] = {};  // in registers over the row
                 const std::size_t base = (s * c_ + c) * inner;
                 std::size_t j = 0;
                 for (; j + lanes <= inner; j += lanes)
@@ -217,9 +232,14 @@ private:
                     b[k] += f2(c, base + j);
                 }
                 for (std::size_t k = 0; k < lanes; ++k) {
-                    acc1_[c] += a[k];
-                    acc2_[c] += b[k];
+                    lane1_[c * lanes + k] += a[k];
+                    lane2_[c * lanes + k] += b[k];
                 }
+            }
+        for (std::size_t c = 0; c < c_; ++c)
+            for (std::size_t k = 0; k < lanes; ++k) {
+                acc1_[c] += lane1_[c * lanes + k];
+                acc2_[c] += lane2_[c * lanes + k];
             }
     }
 
@@ -242,6 +262,8 @@ private:
     bool training_ = true;
     std::vector<double> mean_, invstd_;  // statistics used by the last forward
     std::vector<double> acc1_, acc2_;    // per-channel scratch
+    static constexpr std::size_t lanes = 8;
+    std::vector<double> lane1_, lane2_;  // channel_sums' partial sums, [C][lanes]
 };
 
 /// Batch normalisation of [batch, features]; see BatchNorm.

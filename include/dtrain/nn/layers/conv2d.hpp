@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/blas.hpp>
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
@@ -33,16 +34,16 @@ namespace dtrain {
 ///   so they stay in cache), each chunk reused, overwritten, for dX = W^T * dY + col2im.
 /// - Every other Conv2d<float> there (strided or padded): the implicit-GEMM kernels of
 ///   detail::ImplicitConv, which read a zero-padded copy of the input at each tap's offset (no columns).
-/// - Conv2d<double>, and any CPU without AVX2: the whole batch is unfolded (im2col) into one column matrix
-///   [in*kh*kw, batch*OH*OW] and multiplied by the weights in ONE GEMM (transposed, [batch*OH*OW, out],
-///   with at most 32 output channels, which OpenBLAS runs faster), reordered into NCHW with the bias;
-///   backward computes dW^T = cols * dY^T and dcols = W^T * dY, folded back into dX (col2im). The columns
-///   of a forward are reused by the backward that gets the same input tensor (same data pointer and shape)
-///   if no backward has consumed them yet.
+/// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
+///   [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM (transposed with <= 32 output channels, which
+///   OpenBLAS runs faster), reordered into NCHW with the bias; backward computes dW^T = cols * dY^T and
+///   dcols = W^T * dY, folded into dX (col2im), reusing the columns of a forward of the same input tensor
+///   (same data pointer and shape) that no backward has consumed yet.
 ///
 /// Kernel taps that meet only padding at every output position (all but the centre of a 3x3 kernel with
-/// padding 1 on a 1x1 map) are left out of every path. Scratch is sized on the first batch of a given input
-/// shape and batch size and reused. Measurements: benchmarks/train/README.md.
+/// padding 1 on a 1x1 map) are left out of every path. Scratch is sized per input shape and batch size and
+/// reused; the passes besides the kernels and GEMMs run through detail::with_avx2. Measurements:
+/// benchmarks/train/README.md.
 template <class T = float>
 class Conv2d final : public Layer<T> {
 public:
@@ -94,75 +95,19 @@ public:
 
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         prepare(in);
-        const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
         ensure_shape(out, std::array<std::size_t, 4>{n_, out_, g_.oh, g_.ow});
-        if (n_ == 0) return;
-        if (direct_fwd_) {
-            direct_forward(in.data(), out.data());
-            return;
-        }
-        if constexpr (std::is_same_v<T, float>)
-            if (implicit_) {
-                implicit_path_.forward(in.data(), w_, b_, out.data());
-                return;
-            }
-        detail::im2col(in.data(), n_, g_, cols_.data());
-        cols_src_ = in.data();
-        const T* w = used_weights_ = used_weights();
-        if (rows == 0) std::fill(tmp_.begin(), tmp_.end(), T(0));  // every tap sees only padding
-        if (rows > 0 && out_ <= narrow_out) {
-            // tmp [n*pos, out] = cols^T [n*pos, rows] * W^T [rows, out], then
-            // out[s][c][p] = tmp[s*pos + p][c] + bias[c]: faster with few output channels (class comment).
-            detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w, rows, T(0), tmp_.data(),
-                         out_);
-            detail::nchw_from_rows(tmp_.data(), n_, pos, out_, b_, out.data());
-            return;
-        }
-        // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
-        // out[s][c][p] = tmp[c][s*pos + p] + bias[c]
-        if (rows > 0)
-            detail::gemm(false, false, out_, np, rows, T(1), w, rows, cols_.data(), np, T(0), tmp_.data(),
-                         np);
-        detail::nchw_from_cols(tmp_.data(), n_, pos, out_, b_, out.data());
+        if (n_ > 0) detail::with_avx2([&] { compute_forward(in.data(), out.data()); });
     }
 
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         prepare(in);
-        const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
+        const std::size_t np = n_ * g_.positions();
         DTRAIN_CHECK(grad_out.size() == out_ * np, name(), ": grad_out has ", grad_out.size(),
                      " elements but the output of input ", detail::shape_str(in.shape()), " has ", out_ * np);
         if (need_grad_in) ensure_shape(grad_in, in.shape());
-        if (n_ == 0) return;
-        if constexpr (std::is_same_v<T, float>)
-            if (implicit_) {
-                implicit_path_.backward(in.data(), grad_out.data(), w_, dw_, db_,
-                                        need_grad_in ? grad_in.data() : nullptr);
-                return;
-            }
-        if (direct_dw_) {
-            direct_backward(in.data(), grad_out.data());
-            if (need_grad_in) input_grad(grad_out.data(), w_, grad_in.data());
-            return;
-        }
-        detail::cols_from_nchw(grad_out.data(), n_, pos, out_, tmp_.data());
-        for (std::size_t c = 0; c < out_; ++c)
-            db_[c] += detail::lane_sum(tmp_.data() + c * np, np);
-        if (direct_fwd_) {
-            chunked_backward(in.data(), need_grad_in ? grad_in.data() : nullptr);
-            return;
-        }
-        const bool after_forward = cols_src_ == in.data();  // then cols_ and wused_ are that forward's
-        if (!after_forward) detail::im2col(in.data(), n_, g_, cols_.data());
-        // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
-        // side (rows) as the GEMM's M this runs faster than dW = gY * cols^T (see the class comment).
-        // Taps that see only padding are not in the columns; their weight gradient is 0.
-        if (rows > 0)
-            detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0),
-                         dwt_.data(), out_);
-        detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
-        cols_src_ = nullptr;
-        if (need_grad_in) input_grad(nullptr, after_forward ? used_weights_ : used_weights(), grad_in.data());
+        T* dx = need_grad_in ? grad_in.data() : nullptr;
+        if (n_ > 0) detail::with_avx2([&] { compute_backward(in.data(), grad_out.data(), dx); });
     }
 
     std::unique_ptr<Layer<T>> clone() const override {
@@ -195,21 +140,78 @@ public:
                      detail::shape_str(k_), " is larger than the padded input [", h + 2 * p_[0], ", ",
                      w + 2 * p_[1], "] (input [batch, ", in_, ", ", h, ", ", w, "], padding ",
                      detail::shape_str(p_), ")");
-        detail::ConvGeometry g;
-        g.c = in_;
-        g.h = h;
-        g.w = w;
-        g.kh = k_[0];
-        g.kw = k_[1];
-        g.sh = s_[0];
-        g.sw = s_[1];
-        g.ph = p_[0];
-        g.pw = p_[1];
+        detail::ConvGeometry g{in_, h, w, k_[0], k_[1], s_[0], s_[1], p_[0], p_[1]};
         g.finish();
         return g;
     }
 
 private:
+    // forward() of a non-empty batch x into y, run through detail::with_avx2 (the passes besides the
+    // kernels and GEMMs: im2col, reorders, padding).
+    void compute_forward(const T* x, T* y) {
+        const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
+        if (direct_fwd_) {
+            direct_forward(x, y);
+            return;
+        }
+        if constexpr (std::is_same_v<T, float>)
+            if (implicit_) {
+                implicit_path_.forward(x, w_, b_, y);
+                return;
+            }
+        detail::im2col(x, n_, g_, cols_.data());
+        cols_src_ = x;
+        const T* w = used_weights_ = used_weights();
+        if (rows == 0) std::fill(tmp_.begin(), tmp_.end(), T(0));  // every tap sees only padding
+        if (rows > 0 && out_ <= narrow_out) {
+            // tmp [n*pos, out] = cols^T [n*pos, rows] * W^T [rows, out], then
+            // out[s][c][p] = tmp[s*pos + p][c] + bias[c]: faster with few output channels (class comment).
+            detail::gemm(true, true, np, out_, rows, T(1), cols_.data(), np, w, rows, T(0), tmp_.data(),
+                         out_);
+            detail::nchw_from_rows(tmp_.data(), n_, pos, out_, b_, y);
+            return;
+        }
+        // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
+        // out[s][c][p] = tmp[c][s*pos + p] + bias[c]
+        if (rows > 0)
+            detail::gemm(false, false, out_, np, rows, T(1), w, rows, cols_.data(), np, T(0), tmp_.data(),
+                         np);
+        detail::nchw_from_cols(tmp_.data(), n_, pos, out_, b_, y);
+    }
+
+    // backward() of a non-empty batch: parameter gradients from x and dy, and dx unless it is null.
+    void compute_backward(const T* x, const T* dy, T* dx) {
+        const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
+        if constexpr (std::is_same_v<T, float>)
+            if (implicit_) {
+                implicit_path_.backward(x, dy, w_, dw_, db_, dx);
+                return;
+            }
+        if (direct_dw_) {
+            direct_backward(x, dy);
+            if (dx != nullptr) input_grad(dy, w_, dx);
+            return;
+        }
+        detail::cols_from_nchw(dy, n_, pos, out_, tmp_.data());
+        for (std::size_t c = 0; c < out_; ++c)
+            db_[c] += detail::lane_sum(tmp_.data() + c * np, np);
+        if (direct_fwd_) {
+            chunked_backward(x, dx);
+            return;
+        }
+        const bool after_forward = cols_src_ == x;  // then cols_ and wused_ are that forward's
+        if (!after_forward) detail::im2col(x, n_, g_, cols_.data());
+        // dW^T [rows, out] = cols [rows, n*pos] * gY^T, then dW [out, rows] += its transpose: with the longer
+        // side (rows) as the GEMM's M this runs faster than dW = gY * cols^T (see the class comment).
+        // Taps that see only padding are not in the columns; their weight gradient is 0.
+        if (rows > 0)
+            detail::gemm(false, true, rows, out_, np, T(1), cols_.data(), np, tmp_.data(), np, T(0),
+                         dwt_.data(), out_);
+        detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
+        cols_src_ = nullptr;
+        if (dx != nullptr) input_grad(nullptr, after_forward ? used_weights_ : used_weights(), dx);
+    }
+
     static std::string axes(const std::array<std::size_t, 2>& a) {
         return a[0] == a[1] ? std::to_string(a[0]) : detail::concat("(", a[0], ", ", a[1], ")");
     }
@@ -249,9 +251,8 @@ private:
     }
 
     // Backward after a direct forward, weight gradient by GEMM (gY gathered in tmp_): chunk_ samples at a
-    // time, their columns are unfolded (about col_chunk_bytes, so they stay in cache), used for dW^T +=
-    // cols * gY^T, overwritten by W^T * gY and folded into dX (when grad_in is not null). One batch-sized
-    // column matrix (8 MB for Conv2d(20, 50, 5) at batch 64) made each of those passes go to memory.
+    // time, their columns (about col_chunk_bytes, in cache) give dW^T += cols * gY^T, then, overwritten by
+    // W^T * gY, are folded into dX (when grad_in is not null).
     void chunked_backward(const T* x, T* grad_in) {
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows(),
                           in_sample = in_ * g_.h * g_.w;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -100,54 +101,58 @@ public:
     explicit MaxPool2d(std::size_t kernel, std::size_t stride = 0) : Base("MaxPool2d", kernel, stride) {}
 
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
-        const auto [planes, h, w, oh, ow, k, st] = this->prepare_forward(in, out);
+        const auto geo = this->prepare_forward(in, out);  // named: a C++17 lambda captures no bindings
+        const std::size_t planes = geo.planes, h = geo.h, w = geo.w, oh = geo.oh, ow = geo.ow, k = geo.k,
+                          st = geo.stride;
         const T* x = in.data();
         T* y = out.data();
         Index* am = argmax_.data();
-        for (std::size_t pl = 0; pl < planes; ++pl) {
-            const T* xp = x + pl * h * w;
-            for (std::size_t i = 0; i < oh; ++i) {
-                if (k == 2 && st == 2) {
-                    // Common case, branch-free: the first maximum of each 2x2 window (NaN wins).
-                    const T* r0 = xp + 2 * i * w;
-                    const T* r1 = r0 + w;
-                    const Index row = Index(2 * i * w);
-                    for (std::size_t j = 0; j < ow; ++j) {
-                        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-                        const Index col = Index(2 * j);
-                        const bool tb = detail::max_takes(b, a);
-                        T m = tb ? b : a;
-                        Index idx = tb ? col + 1 : col;
-                        const bool tc = detail::max_takes(c, m);
-                        m = tc ? c : m;
-                        idx = tc ? Index(w) + col : idx;
-                        const bool td = detail::max_takes(d, m);
-                        m = td ? d : m;
-                        idx = td ? Index(w) + col + 1 : idx;
-                        y[j] = m;
-                        am[j] = row + idx;
-                    }
-                } else {
-                    for (std::size_t j = 0; j < ow; ++j) {
-                        std::size_t best = i * st * w + j * st;
-                        T m = xp[best];
-                        for (std::size_t a = 0; a < k; ++a) {
-                            const std::size_t r = (i * st + a) * w + j * st;
-                            for (std::size_t b = 0; b < k; ++b) {
-                                if (detail::max_takes(xp[r + b], m)) {
-                                    m = xp[r + b];
-                                    best = r + b;
+        detail::with_avx2([&] {  // the 2x2 windows vectorise with AVX2
+            for (std::size_t pl = 0; pl < planes; ++pl) {
+                const T* xp = x + pl * h * w;
+                for (std::size_t i = 0; i < oh; ++i) {
+                    if (k == 2 && st == 2) {
+                        // Common case, branch-free: the first maximum of each 2x2 window (NaN wins).
+                        const T* r0 = xp + 2 * i * w;
+                        const T* r1 = r0 + w;
+                        const Index row = Index(2 * i * w);
+                        for (std::size_t j = 0; j < ow; ++j) {
+                            const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+                            const Index col = Index(2 * j);
+                            const bool tb = detail::max_takes(b, a);
+                            T m = tb ? b : a;
+                            Index idx = tb ? col + 1 : col;
+                            const bool tc = detail::max_takes(c, m);
+                            m = tc ? c : m;
+                            idx = tc ? Index(w) + col : idx;
+                            const bool td = detail::max_takes(d, m);
+                            m = td ? d : m;
+                            idx = td ? Index(w) + col + 1 : idx;
+                            y[j] = m;
+                            am[j] = row + idx;
+                        }
+                    } else {
+                        for (std::size_t j = 0; j < ow; ++j) {
+                            std::size_t best = i * st * w + j * st;
+                            T m = xp[best];
+                            for (std::size_t a = 0; a < k; ++a) {
+                                const std::size_t r = (i * st + a) * w + j * st;
+                                for (std::size_t b = 0; b < k; ++b) {
+                                    if (detail::max_takes(xp[r + b], m)) {
+                                        m = xp[r + b];
+                                        best = r + b;
+                                    }
                                 }
                             }
+                            y[j] = m;
+                            am[j] = Index(best);
                         }
-                        y[j] = m;
-                        am[j] = Index(best);
                     }
+                    y += ow;
+                    am += ow;
                 }
-                y += ow;
-                am += ow;
             }
-        }
+        });
     }
 
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,

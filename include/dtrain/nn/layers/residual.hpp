@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
@@ -142,8 +143,10 @@ public:
         const T* b = in.data();
         T* y = out.data();
         const std::size_t n = in.size();
-        for (std::size_t k = 0; k < n; ++k)
-            y[k] = a[k] + b[k];
+        detail::with_avx2([&] {
+            for (std::size_t k = 0; k < n; ++k)
+                y[k] = a[k] + b[k];
+        });
     }
 
     /// Back-propagates through the children (last first), adding their parameter gradients into their
@@ -161,8 +164,10 @@ public:
         const T* d = grad_out.data();
         T* gi = grad_in.data();
         const std::size_t n = grad_in.size();
-        for (std::size_t k = 0; k < n; ++k)
-            gi[k] += d[k];
+        detail::with_avx2([&] {
+            for (std::size_t k = 0; k < n; ++k)
+                gi[k] += d[k];
+        });
     }
 
     /// Appends the children's state outside the flat buffers (e.g. a Dropout child's generator), child 0

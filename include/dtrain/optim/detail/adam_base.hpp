@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/optim/detail/optimizer_base.hpp>
@@ -180,6 +181,11 @@ private:
 
     // The fused update of n values p[0..n) whose moments are at [offset, offset + n) of the slots.
     void update(T* p, const T* g, std::size_t offset, std::size_t n, double lr) {
+        with_avx2([&] { update_kernel(p, g, offset, n, lr); });
+    }
+
+    // update() as compiled for the CPU with_avx2 chose.
+    void update_kernel(T* p, const T* g, std::size_t offset, std::size_t n, double lr) {
         const double b1 = options_.beta1(), b2 = options_.beta2(), wd = options_.weight_decay();
         const double t = double(this->steps() + 1);
         const double bc1 = 1.0 - std::pow(b1, t);

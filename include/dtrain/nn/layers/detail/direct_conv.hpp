@@ -2,24 +2,20 @@
 
 #include <cstddef>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
+/// Defined where the convolution kernels are compiled (core/cpu.hpp's DTRAIN_X86_DISPATCH).
 #define DTRAIN_DIRECT_CONV 1
-#define DTRAIN_AVX2_FMA __attribute__((target("avx2,fma")))
 #endif
 
 namespace dtrain::detail {
 
-/// True when the direct convolution kernels can run here: x86-64 with AVX2 and FMA (checked once).
+/// True when the direct and implicit-GEMM convolution kernels can run here: x86-64 with AVX2 and FMA.
 inline bool direct_conv_available() noexcept {
-#ifdef DTRAIN_DIRECT_CONV
-    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return ok;
-#else
-    return false;
-#endif
+    return cpu_has_avx2_fma();
 }
 
 /// True when Conv2d<float> runs the forward pass of geometry `g` with direct_conv_forward() instead of
@@ -169,9 +165,9 @@ DTRAIN_AVX2_FMA inline void direct_fwd_channels(const float* x, std::size_t n, c
 /// NCHW [n, out, oh, ow]. `w_packed` holds the weights as pack_direct_weights() left them and `off` the
 /// taps as tap_offsets() left them. Requires direct_conv_available(). Each output sums its taps in a fixed
 /// order: deterministic, and within float rounding of im2col + GEMM.
-DTRAIN_AVX2_FMA inline void direct_conv_forward(const float* x, std::size_t n, const ConvGeometry& g,
-                                                const float* w_packed, std::size_t out, const float* bias,
-                                                const std::size_t* off, float* y) {
+DTRAIN_AVX2_KERNEL inline void direct_conv_forward(const float* x, std::size_t n, const ConvGeometry& g,
+                                                   const float* w_packed, std::size_t out, const float* bias,
+                                                   const std::size_t* off, float* y) {
     const std::size_t pos = g.positions(), fan_in = g.c * g.kh * g.kw;
     for (std::size_t o = 0; o < out; o += direct_block) {
         const float* wb = w_packed + o * fan_in;
@@ -255,9 +251,9 @@ DTRAIN_AVX2_FMA inline void direct_dw_channels(const float* x, std::size_t n, co
 /// sum over the batch of dy[s][o][i][j] * x[s][ci][i + ki][j + kj], for x [n, c, h, w] and dy NCHW
 /// [n, out, oh, ow]. `off` holds the taps as tap_offsets() left them. Requires direct_conv_available().
 /// Deterministic (a fixed summation order).
-DTRAIN_AVX2_FMA inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
-                                                    const float* dy, std::size_t out, const std::size_t* off,
-                                                    float* dw) {
+DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
+                                                       const float* dy, std::size_t out,
+                                                       const std::size_t* off, float* dw) {
     const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
     for (std::size_t o = 0; o < out; o += direct_block) {  // the channel blocks of direct_conv_forward
         switch (out - o < direct_block ? out - o : direct_block) {

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 #include <dtrain/nn/layers/detail/implicit_conv_kernels.hpp>
@@ -60,7 +61,8 @@ inline void implicit_tables(const ConvGeometry& g, const ImplicitLayout& l, std:
 /// layout leaves out (no used tap reaches them) are dropped. Element loops: rows here are short (1-32
 /// values), where a memcpy or memset call per row costs more than the copy.
 template <class T>
-void pad_input(const T* x, std::size_t n, const ConvGeometry& g, const ImplicitLayout& l, T* xp) {
+DTRAIN_OUT_OF_LINE void pad_input(const T* x, std::size_t n, const ConvGeometry& g, const ImplicitLayout& l,
+                                  T* xp) {
     const std::size_t rows = std::min(g.h, l.hp - l.top), cols = std::min(g.w, l.wp - l.left);
     for (std::size_t p = 0; p < n * g.c; ++p) {
         const T* src = x + p * g.h * g.w;
@@ -85,7 +87,8 @@ void pad_input(const T* x, std::size_t n, const ConvGeometry& g, const ImplicitL
 /// The adjoint of pad_input: dx [n, c, h, w] = the input pixels' values of dxp [n, c, hp, wp] (what fell
 /// on padding is dropped; pixels the layout leaves out get 0).
 template <class T>
-void unpad_input(const T* dxp, std::size_t n, const ConvGeometry& g, const ImplicitLayout& l, T* dx) {
+DTRAIN_OUT_OF_LINE void unpad_input(const T* dxp, std::size_t n, const ConvGeometry& g,
+                                    const ImplicitLayout& l, T* dx) {
     const std::size_t rows = std::min(g.h, l.hp - l.top), cols = std::min(g.w, l.wp - l.left);
     for (std::size_t p = 0; p < n * g.c; ++p) {
         const T* src = dxp + p * l.hp * l.wp + l.top * l.wp + l.left;
@@ -103,8 +106,8 @@ void unpad_input(const T* dxp, std::size_t n, const ConvGeometry& g, const Impli
 /// Packs the used taps' weights (tap t at w[o * fan_in + tap_w[t]] of w [out, fan_in]) for
 /// implicit_conv_forward: block b (channels [16b, 16b + 16)) at wp + 16b * rows holds [rows][16], channels
 /// at or beyond `out` zero.
-inline void pack_implicit_weights(const float* w, std::size_t out, std::size_t fan_in, std::size_t rows,
-                                  const std::size_t* tap_w, float* wp) {
+DTRAIN_OUT_OF_LINE inline void pack_implicit_weights(const float* w, std::size_t out, std::size_t fan_in,
+                                                     std::size_t rows, const std::size_t* tap_w, float* wp) {
     for (std::size_t o0 = 0; o0 < out; o0 += implicit_nr)
         for (std::size_t t = 0; t < rows; ++t)
             for (std::size_t c = 0; c < implicit_nr; ++c)
@@ -113,8 +116,9 @@ inline void pack_implicit_weights(const float* w, std::size_t out, std::size_t f
 
 /// wt [out, rowsp] = the used taps' weights of w [out, fan_in] (as in pack_implicit_weights), rowsp =
 /// implicit_round(rows), the extra taps 0: the weights as implicit_conv_input_grad reads them.
-inline void pack_implicit_input_grad_weights(const float* w, std::size_t out, std::size_t fan_in,
-                                             std::size_t rows, const std::size_t* tap_w, float* wt) {
+DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, std::size_t out,
+                                                                std::size_t fan_in, std::size_t rows,
+                                                                const std::size_t* tap_w, float* wt) {
     const std::size_t rowsp = implicit_round(rows);
     for (std::size_t o = 0; o < out; ++o) {
         for (std::size_t t = 0; t < rows; ++t)

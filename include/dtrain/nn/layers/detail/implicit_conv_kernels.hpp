@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 
@@ -72,10 +73,10 @@ struct ImplicitRows {
 /// used taps' weights times the input, 6 positions x 16 channels per register tile. `w_packed` holds the
 /// weights as pack_implicit_weights() left them. Requires direct_conv_available(). Deterministic (a fixed
 /// summation order per output), within float rounding of im2col + GEMM.
-DTRAIN_AVX2_FMA inline void implicit_conv_forward(const float* xp, std::size_t n, const ConvGeometry& g,
-                                                  const std::size_t* tap_off, const std::size_t* m_off,
-                                                  const float* w_packed, std::size_t out, const float* bias,
-                                                  float* y) {
+DTRAIN_AVX2_KERNEL inline void implicit_conv_forward(const float* xp, std::size_t n, const ConvGeometry& g,
+                                                     const std::size_t* tap_off, const std::size_t* m_off,
+                                                     const float* w_packed, std::size_t out,
+                                                     const float* bias, float* y) {
     const std::size_t pos = g.positions(), rows = g.col_rows(), np = n * pos;
     alignas(32) float buf[implicit_mr * implicit_nr];
     for (std::size_t o0 = 0; o0 < out; o0 += implicit_nr) {
@@ -99,8 +100,8 @@ DTRAIN_AVX2_FMA inline void implicit_conv_forward(const float* xp, std::size_t n
 /// dyt [n * pos, outp] (outp = implicit_round(out), the extra channels 0) = dy [n, out, pos] transposed:
 /// the gradient as the weight-gradient and input-gradient kernels read it; and db[c] += the sum of channel
 /// c (summed per sample, then over the samples in order), vectorised over the channels.
-inline void implicit_rows_from_nchw(const float* dy, std::size_t n, std::size_t pos, std::size_t out,
-                                    float* dyt, float* db) {
+DTRAIN_OUT_OF_LINE inline void implicit_rows_from_nchw(const float* dy, std::size_t n, std::size_t pos,
+                                                       std::size_t out, float* dyt, float* db) {
     const std::size_t outp = implicit_round(out);
     for (std::size_t s = 0; s < n; ++s) {
         for (std::size_t p = 0; p < pos; ++p) {
@@ -131,11 +132,11 @@ constexpr std::size_t implicit_dw_chunk_bytes = std::size_t(256) << 10;
 /// implicit_tables. A chunk of samples at a time (about implicit_dw_chunk_bytes, so they stay in cache),
 /// 6 taps x 16 channels per register tile, summed into dwt [rows, outp] (scratch), which is added to dw at
 /// the end. Requires direct_conv_available(); deterministic.
-DTRAIN_AVX2_FMA inline void implicit_conv_weight_grad(const float* xp, std::size_t n, std::size_t sample,
-                                                      const ConvGeometry& g, const std::size_t* tap_off,
-                                                      const std::size_t* tap_w, const std::size_t* m_off,
-                                                      const float* dyt, std::size_t out, float* dwt,
-                                                      float* dw) {
+DTRAIN_AVX2_KERNEL inline void implicit_conv_weight_grad(const float* xp, std::size_t n, std::size_t sample,
+                                                         const ConvGeometry& g, const std::size_t* tap_off,
+                                                         const std::size_t* tap_w, const std::size_t* m_off,
+                                                         const float* dyt, std::size_t out, float* dwt,
+                                                         float* dw) {
     const std::size_t rows = g.col_rows(), pos = g.positions(), outp = implicit_round(out),
                       fan_in = g.c * g.kh * g.kw;
     const std::size_t chunk =
@@ -171,9 +172,10 @@ DTRAIN_AVX2_FMA inline void implicit_conv_weight_grad(const float* xp, std::size
 /// extra taps 0), 6 positions x 16 taps per register tile, then added into the padded gradient dxp
 /// (tables of implicit_tables; the caller zeroes it first and unpads it after). Requires direct_conv_available();
 /// deterministic (a fixed order of the additions).
-DTRAIN_AVX2_FMA inline void implicit_conv_input_grad(const float* dyt, std::size_t n, const ConvGeometry& g,
-                                                     const std::size_t* tap_off, const std::size_t* m_off,
-                                                     const float* wt, std::size_t out, float* dxp) {
+DTRAIN_AVX2_KERNEL inline void implicit_conv_input_grad(const float* dyt, std::size_t n,
+                                                        const ConvGeometry& g, const std::size_t* tap_off,
+                                                        const std::size_t* m_off, const float* wt,
+                                                        std::size_t out, float* dxp) {
     const std::size_t pos = g.positions(), rows = g.col_rows(), np = n * pos, outp = implicit_round(out),
                       rowsp = implicit_round(rows);
     alignas(32) float buf[implicit_mr * implicit_nr];

@@ -1,0 +1,70 @@
+#pragma once
+
+/// @file
+/// What this CPU runs, asked once, and the run-time dispatch of dtrain's own float loops to AVX2 + FMA code.
+/// dtrain is compiled for the baseline of its target (SSE2 on x86-64, so that one binary runs everywhere);
+/// its convolution kernels (nn/layers/detail/direct_conv.hpp, implicit_conv_kernels.hpp) are written for
+/// AVX2 + FMA and the element-wise passes of layers and optimizers run through with_avx2(), both chosen at
+/// run time. with_avx2() changes speed, never results: its code has no FMA, so every value is rounded as in
+/// the baseline code and replicas on CPUs with and without AVX2 stay bitwise identical (the optimizer step
+/// runs through it).
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/// Defined where dtrain can compile functions for AVX2 + FMA and choose them at run time (x86-64, GCC or Clang).
+#define DTRAIN_X86_DISPATCH 1
+/// Compiles a function for AVX2 and FMA; call it only when detail::cpu_has_avx2_fma().
+#define DTRAIN_AVX2_FMA __attribute__((target("avx2,fma")))
+/// A kernel entry point compiled for AVX2 and FMA and kept out of line, so that with_avx2() does not fold
+/// it into its caller: inlined into a large flattened function, the direct convolution kernel's register
+/// tile ran at half its speed.
+#define DTRAIN_AVX2_KERNEL __attribute__((target("avx2,fma"), noinline))
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+/// Keeps a function out of with_avx2()'s flattening, as baseline code: for loops over rows of a few values
+/// (4x4 feature maps), whose AVX2 forms cost more in vector prologues and tails than they save.
+#define DTRAIN_OUT_OF_LINE __attribute__((noinline))
+#else
+#define DTRAIN_OUT_OF_LINE
+#endif
+
+namespace dtrain::detail {
+
+/// True when this CPU runs AVX2 and FMA instructions (asked once).
+inline bool cpu_has_avx2_fma() noexcept {
+#ifdef DTRAIN_X86_DISPATCH
+    static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ok;
+#else
+    return false;
+#endif
+}
+
+#ifdef DTRAIN_X86_DISPATCH
+// f() with f and everything it calls inlined (flatten) into this AVX2 function, so its loops are vectorised
+// 8 floats wide. Not FMA: a * b + c contracted into one rounding would change results from CPU to CPU.
+template <class F>
+__attribute__((target("avx2"), flatten)) inline void call_avx2(F& f) {
+    f();
+}
+#endif
+
+/// Whether with_avx2() may choose its AVX2 code (true unless set false): a test's switch to compare the two.
+inline bool& avx2_dispatch_enabled() noexcept {
+    static bool on = true;
+    return on;
+}
+
+/// Runs f() compiled for AVX2 (f and everything it calls inlined into one such function, except
+/// DTRAIN_AVX2_KERNEL functions) where the CPU has AVX2 and FMA, else f() as compiled. For the element-wise
+/// loops of layers and optimizers: the results are bitwise those of the baseline code (the same operations
+/// in the same order, wider, no FMA contraction and no reassociation), on every CPU.
+template <class F>
+void with_avx2(F&& f) {
+#ifdef DTRAIN_X86_DISPATCH
+    if (avx2_dispatch_enabled() && cpu_has_avx2_fma()) return call_avx2(f);
+#endif
+    f();
+}
+
+}  // namespace dtrain::detail
