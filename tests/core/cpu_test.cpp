@@ -51,7 +51,9 @@ RunResult train(Model<float> m, Opt opt, const dtrain::Shape& shape, bool dispat
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    // (an empty vector's data() may be null, which memcmp must not get even for 0 bytes)
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 }  // namespace

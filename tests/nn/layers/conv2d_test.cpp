@@ -259,10 +259,11 @@ TEST_CASE(
     "[nn][conv2d]") {
     // Every other geometry runs the implicit-GEMM kernels where the CPU has AVX2 and FMA. The shapes cover
     // the Needle ResNet9's layers (7x7 stride 4 padding 3 on 32x32; 3x3 padding 1 on 4x4, stride 2 to 2x2
-    // and 1x1; 1x1 maps where only the centre tap is used), a strided unpadded one (read in place, no
-    // padded copy), padding on one axis only, trailing input rows no tap reaches, taps that see only
-    // padding, output channels not a multiple of 16 (1, 5, 17, 33) and tap counts not a multiple of 6 or 16,
-    // and position counts that leave a partial tile of 1-5 rows.
+    // and 1x1; 1x1 maps where only the centre tap is used), a strided unpadded one, padding on one axis
+    // only, trailing input rows no tap reaches, taps that see only padding, output positions all of whose
+    // taps fall on padding (a 1x1 kernel, stride 3, padding 2: their output is the bias), output channels
+    // not a multiple of 16 (1, 5, 17, 20, 33), tap counts not a multiple of 6 or 16, and position classes
+    // (corners, edges, interior) that leave partial tiles of 1-5 rows.
     const std::vector<ConvCase> cases = {
         {3, 16, 32, 32, {7, 7}, {4, 4}, {3, 3}}, {16, 32, 8, 8, {3, 3}, {2, 2}, {1, 1}},
         {32, 32, 4, 4, {3, 3}, {1, 1}, {1, 1}},  {32, 64, 4, 4, {3, 3}, {2, 2}, {1, 1}},
@@ -270,6 +271,7 @@ TEST_CASE(
         {2, 5, 9, 11, {3, 3}, {2, 2}, {0, 0}},   {3, 1, 7, 6, {3, 2}, {1, 2}, {0, 1}},
         {2, 6, 10, 11, {3, 4}, {3, 2}, {2, 1}},  {1, 3, 13, 13, {5, 5}, {1, 1}, {2, 2}},
         {2, 18, 2, 3, {5, 5}, {2, 3}, {2, 2}},   {5, 7, 6, 18, {3, 3}, {2, 1}, {1, 2}},
+        {2, 5, 4, 4, {1, 1}, {3, 3}, {2, 2}},    {3, 20, 8, 8, {3, 3}, {2, 2}, {0, 1}},
     };
     Rng rng(23);
     for (const auto& cc : cases) {

@@ -32,8 +32,8 @@ namespace dtrain {
 ///   with a fan-in of at most detail::direct_conv_max_fan_in, the weight gradient. Otherwise the weight
 ///   gradient is a GEMM over columns unfolded in backward a chunk of samples at a time (col_chunk_bytes,
 ///   so they stay in cache), each chunk reused, overwritten, for dX = W^T * dY + col2im.
-/// - Every other Conv2d<float> there (strided or padded): the implicit-GEMM kernels of
-///   detail::ImplicitConv, which read a zero-padded copy of the input at each tap's offset (no columns).
+/// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
+///   of output positions that meet the input at the same taps, read in place (no columns, no padding).
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
 ///   [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM (transposed with <= 32 output channels, which
 ///   OpenBLAS runs faster), reordered into NCHW with the bias; backward computes dW^T = cols * dY^T and
