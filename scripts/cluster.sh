@@ -6,9 +6,10 @@
 # dtrain-cl-hI (a UTS namespace of their own). Needs root (CAP_NET_ADMIN), iproute2 and tc (Debian:
 # iproute2), unshare (util-linux), python3 for the rate check, and Open MPI or MPICH.
 #
-# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--pin] [--no-check]
+# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--mtu M] [--pin] [--no-check]
 #          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
-#          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%). --pin gives every host CPUs
+#          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%), M the links' MTU in bytes
+#          (default 1500; 9000 for the jumbo frames of many cluster networks, 68-65535). --pin gives every host CPUs
 #          of its own, as separate machines have: host I runs on CPUs [(I-1)k, Ik) with k = nproc / N (needs
 #          N <= nproc; without it every host shares all CPUs, so each believes it has them all: a rank's
 #          progress thread, sized for a CPU of its own, then takes time from the other host's rank).
@@ -223,7 +224,7 @@ print(f"{8 * n / t / 1e9:.2f}")' "$(host_ip 2)" "$port" "$bytes"
 }
 
 up() {
-    local n=$1 rate=10gbit delay=0 loss=0 check=1 pin=0
+    local n=$1 rate=10gbit delay=0 loss=0 check=1 pin=0 mtu=1500
     shift
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "up: N must be 2 to 16 hosts, got '$n'"
     while [ $# -gt 0 ]; do
@@ -233,9 +234,12 @@ up() {
             --loss) loss=${2:?--loss needs a value}; shift 2 ;;
             --no-check) check=0; shift ;;
             --pin) pin=1; shift ;;
-            *) die "up: unknown option '$1' (known: --rate --delay --loss --pin --no-check)" ;;
+            --mtu) mtu=${2:?--mtu needs a value}; shift 2 ;;
+            *) die "up: unknown option '$1' (known: --rate --delay --loss --mtu --pin --no-check)" ;;
         esac
     done
+    [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 68 ] && [ "$mtu" -le 65535 ] ||
+        die "up: --mtu must be a whole number of bytes from 68 to 65535, got '$mtu'"
     need_root
     local cpus
     cpus=$(nproc)
@@ -258,14 +262,14 @@ up() {
     mkdir -p "$STATE"
     ip netns add "$SWITCH"
     in_ns "$SWITCH" ip link set lo up
-    in_ns "$SWITCH" ip link add br0 type bridge
+    in_ns "$SWITCH" ip link add br0 mtu "$mtu" type bridge
     in_ns "$SWITCH" ip link set br0 up
     local i ns
     for i in $(seq "$n"); do
         ns=$(host_ns "$i")
         ip netns add "$ns"
         in_ns "$ns" ip link set lo up
-        in_ns "$ns" ip link add eth0 type veth peer name "port$i" netns "$SWITCH"
+        in_ns "$ns" ip link add eth0 mtu "$mtu" type veth peer name "port$i" mtu "$mtu" netns "$SWITCH"
         in_ns "$ns" ip addr add "$(host_ip "$i")/24" dev eth0
         in_ns "$ns" ip link set eth0 up
         in_ns "$SWITCH" ip link set "port$i" master br0
@@ -300,7 +304,10 @@ shift
 exec ip netns exec "\$ns" \$pin unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$*"' "\$ns" "\$@"
 EOF
     chmod +x "$STATE/launcher"
-    printf 'rate=%s burst=%s delay=%s loss=%s pin=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" "$pin" > "$STATE/link"
+    # the MTU as host 1's eth0 reports it (what the link really uses)
+    mtu=$(in_ns "$(host_ns 1)" ip -o link show dev eth0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
+    printf 'rate=%s burst=%s delay=%s loss=%s mtu=%s pin=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" "$mtu" \
+        "$pin" > "$STATE/link"
     echo "$n" > "$STATE/hosts"
     echo "cluster.sh: $n hosts up ($(host_ip 1) ... $(host_ip "$n")), link $(cat "$STATE/link")"
     if [ "$check" = 1 ]; then

@@ -11,7 +11,8 @@
 # Usage: sudo benchmarks/multihost/link_cost.sh   (root; iproute2; python3)
 # Environment: RATES ["none 25gbit 10gbit 1gbit"]  ROUNDS [3]  SECONDS_PER_RUN [2] (the transfer's length
 #   at the rate; "none" moves 2 GiB)  DIRECTIONS ["one"] ("one", "both" or "one both")  PIN [0] (1: the
-#   cluster's --pin, one core per host, as the multihost benchmarks run)  LOCK_WAIT [900]
+#   cluster's --pin, one core per host, as the multihost benchmarks run)  MTUS ["1500"] (the links' MTUs to
+#   measure, each a cluster of its own: scripts/cluster.sh up --mtu)  LOCK_WAIT [900]
 # Holds the cluster lock (scripts/cluster.sh's cluster_session) throughout; always removes its cluster.
 set -euo pipefail
 
@@ -22,6 +23,7 @@ ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
 DIRECTIONS=${DIRECTIONS:-one}
 PIN=${PIN:-0}
+MTUS=${MTUS:-1500}
 LOCK_WAIT=${LOCK_WAIT:-900}
 
 die() {
@@ -99,29 +101,31 @@ echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'
 echo "# kernel $(uname -r); bulk TCP host 1 -> host 2 over scripts/cluster.sh's link"
 pin=()
 [ "$PIN" = 0 ] || pin=(--pin)
-printf '%-8s %5s %4s %10s %8s %9s %12s %12s %12s %10s\n' rate round dirs GB gbit gbit_back user_s/GB \
+printf '%-8s %5s %5s %4s %10s %8s %9s %12s %12s %12s %10s\n' rate mtu round dirs GB gbit gbit_back user_s/GB \
     system_s/GB softirq_s/GB busy_cores
 for round in $(seq "$ROUNDS"); do
     for rate in $RATES; do
-        for dirs in $DIRECTIONS; do
-            case "$dirs" in one | both) ;; *) die "DIRECTIONS: '$dirs' is neither one nor both" ;; esac
-            "$cluster" up 2 --rate "$rate" --no-check "${pin[@]}" > /dev/null
-            if [ "$rate" = none ]; then
-                bytes=$((2 << 30))
-            else
-                bps=$(python3 -c "import re,sys; m=re.fullmatch(r'([\d.]+)([kmg]?)bit', sys.argv[1]); \
+        for mtu in $MTUS; do
+            for dirs in $DIRECTIONS; do
+                case "$dirs" in one | both) ;; *) die "DIRECTIONS: '$dirs' is neither one nor both" ;; esac
+                "$cluster" up 2 --rate "$rate" --mtu "$mtu" --no-check "${pin[@]}" > /dev/null
+                if [ "$rate" = none ]; then
+                    bytes=$((2 << 30))
+                else
+                    bps=$(python3 -c "import re,sys; m=re.fullmatch(r'([\d.]+)([kmg]?)bit', sys.argv[1]); \
 print(int(float(m.group(1)) * {'': 1, 'k': 1e3, 'm': 1e6, 'g': 1e9}[m.group(2)] / 8))" "$rate")
-                bytes=$((bps * SECONDS_PER_RUN))
-            fi
-            read -r gbit user sys soft busy wall back < <(transfer "$dirs" "$bytes")
-            python3 -c "
+                    bytes=$((bps * SECONDS_PER_RUN))
+                fi
+                read -r gbit user sys soft busy wall back < <(transfer "$dirs" "$bytes")
+                python3 -c "
 import sys
-rate, rnd, dirs, n, gbit, back, user, sys_, soft, busy, wall = sys.argv[1:]
+rate, mtu, rnd, dirs, n, gbit, back, user, sys_, soft, busy, wall = sys.argv[1:]
 gb = int(n) / 1e9 * (2 if dirs == 'both' else 1)  # CPU per GB moved, all directions
-print(f'{rate:<8} {rnd:>5} {dirs:>4} {gb:10.3f} {float(gbit):8.3f} {back:>9} {float(user)/gb:12.3f} '
-      f'{float(sys_)/gb:12.3f} {float(soft)/gb:12.3f} {float(busy)/float(wall):10.2f}')" "$rate" "$round" \
-                "$dirs" "$bytes" "$gbit" "$back" "$user" "$sys" "$soft" "$busy" "$wall"
-            "$cluster" down > /dev/null
+print(f'{rate:<8} {mtu:>5} {rnd:>5} {dirs:>4} {gb:10.3f} {float(gbit):8.3f} {back:>9} {float(user)/gb:12.3f} '
+      f'{float(sys_)/gb:12.3f} {float(soft)/gb:12.3f} {float(busy)/float(wall):10.2f}')" "$rate" "$mtu" \
+                    "$round" "$dirs" "$bytes" "$gbit" "$back" "$user" "$sys" "$soft" "$busy" "$wall"
+                "$cluster" down > /dev/null
+            done
         done
     done
 done
