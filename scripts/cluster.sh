@@ -113,6 +113,18 @@ cluster_session() {
     trap 'exit 130' INT TERM
 }
 
+# The bytes per second of a tc rate such as 10gbit or 500mbit (also for scripts that source this one).
+rate_bytes_per_s() {
+    python3 - "$1" << 'EOF2'
+import re, sys
+m = re.fullmatch(r"([\d.]+)([kmg]?)(bit|bps)", sys.argv[1].lower())
+if not m:
+    sys.exit(f"cluster.sh: cannot read the rate '{sys.argv[1]}' (e.g. 10gbit, 500mbit)")
+v = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+print(int(v / 8 if m.group(3) == "bit" else v))
+EOF2
+}
+
 # Sourced: only the above.
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
@@ -182,18 +194,6 @@ wait_carrier() {
         sleep 0.05
     done
     die "$2 in $1 has no carrier after 5 s"
-}
-
-# The bytes per second of a tc rate such as 10gbit or 500mbit.
-rate_bytes_per_s() {
-    python3 - "$1" << 'EOF2'
-import re, sys
-m = re.fullmatch(r"([\d.]+)([kmg]?)(bit|bps)", sys.argv[1].lower())
-if not m:
-    sys.exit(f"cluster.sh: cannot read the rate '{sys.argv[1]}' (e.g. 10gbit, 500mbit)")
-v = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
-print(int(v / 8 if m.group(3) == "bit" else v))
-EOF2
 }
 
 # Sends $1 bytes from host 1 to host 2 over TCP and prints the achieved Gbit/s.

@@ -112,8 +112,7 @@ for round in $(seq "$ROUNDS"); do
                 if [ "$rate" = none ]; then
                     bytes=$((2 << 30))
                 else
-                    bps=$(python3 -c "import re,sys; m=re.fullmatch(r'([\d.]+)([kmg]?)bit', sys.argv[1]); \
-print(int(float(m.group(1)) * {'': 1, 'k': 1e3, 'm': 1e6, 'g': 1e9}[m.group(2)] / 8))" "$rate")
+                    bps=$(rate_bytes_per_s "$rate") || exit 2
                     bytes=$((bps * SECONDS_PER_RUN))
                 fi
                 read -r gbit user sys soft busy wall back < <(transfer "$dirs" "$bytes")
