@@ -89,16 +89,18 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         const double f = double(nominal) / double(rows);
         // Conv2d's forms (see its class comment): the transposed forward product for <= 32 output channels,
         // the weight gradient always as dW^T.
-        // A stride-1, unpadded Conv2d<float> runs its forward pass (and, when thin, its weight gradient) with
-        // direct kernels on AVX2: the product is listed with its GEMM shape, marked "direct".
+        // A stride-1, unpadded Conv2d<float> runs its forward pass, its input gradient and, when thin, its
+        // weight gradient with direct kernels on AVX2: the product is listed with its GEMM shape, marked
+        // "direct".
         const bool dfwd = dtrain::detail::use_direct_conv_forward(geo);
         const bool ddw = dtrain::detail::use_direct_conv_weight_grad(geo);
+        const bool ddx = dtrain::detail::use_direct_conv_input_grad(geo);
         if (co <= 32)
             out.push_back({c->name(), {"fwd", np, co, rows, true, true, f, dfwd}});
         else
             out.push_back({c->name(), {"fwd", co, np, rows, false, false, f, dfwd}});
         out.push_back({c->name(), {"dW", rows, co, np, false, true, f, ddw}});
-        if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f}});
+        if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f, ddx}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
         out.push_back({d->name(), {"fwd", n, fo, fi, false, true}});

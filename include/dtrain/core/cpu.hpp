@@ -3,7 +3,7 @@
 /// @file
 /// What this CPU runs, asked once, and the run-time dispatch of dtrain's own float loops to AVX2 + FMA code.
 /// dtrain is compiled for the baseline of its target (SSE2 on x86-64, so that one binary runs everywhere);
-/// its convolution kernels (nn/layers/detail/direct_conv.hpp, implicit_conv_kernels.hpp) are written for
+/// its convolution kernels (nn/layers/detail/direct_conv*.hpp, implicit_conv_kernels.hpp) are written for
 /// AVX2 + FMA and the element-wise passes of layers and optimizers run through with_avx2(), both chosen at
 /// run time. with_avx2() changes speed, never results: its code has no FMA, so every value is rounded as in
 /// the baseline code and replicas on CPUs with and without AVX2 stay bitwise identical (the optimizer step

@@ -229,7 +229,8 @@ TEST_CASE(
     // row ends (ow 3, 9, 11, 18, 28, 37), rows of 8 and of 7 taken three at a time (its second layer, oh 8),
     // channel tails (out % 4 = 1, 2, 3), several input channels, 1x1 kernels and fan-ins 32, 36 and more.
     // At fan-in 500 the weight gradient is a GEMM over columns unfolded a chunk of samples at a time: one
-    // chunk of all 3 samples (12x12), chunks of 2 + 1 (14x14) and of 1 (20x20).
+    // chunk of all 3 samples (12x12), chunks of 2 + 1 (14x14) and of 1 (20x20). The input gradient is direct
+    // too, in tap blocks of 4: fan-ins with 1, 2 and 3 taps left over (25, 6, 27), one output channel.
     const std::vector<ConvCase> cases = {
         {1, 20, 28, 28, {5, 5}, {1, 1}, {0, 0}},  {1, 5, 11, 13, {3, 3}, {1, 1}, {0, 0}},
         {2, 7, 9, 30, {2, 3}, {1, 1}, {0, 0}},    {3, 2, 6, 5, {3, 3}, {1, 1}, {0, 0}},
@@ -237,6 +238,7 @@ TEST_CASE(
         {20, 50, 12, 12, {5, 5}, {1, 1}, {0, 0}}, {3, 6, 10, 10, {4, 4}, {1, 1}, {0, 0}},
         {4, 5, 7, 20, {3, 3}, {1, 1}, {0, 0}},    {3, 9, 13, 19, {3, 11}, {1, 1}, {0, 0}},
         {20, 6, 14, 14, {5, 5}, {1, 1}, {0, 0}},  {20, 5, 20, 20, {5, 5}, {1, 1}, {0, 0}},
+        {2, 1, 9, 12, {1, 3}, {1, 1}, {0, 0}},    {3, 4, 12, 31, {2, 5}, {1, 1}, {0, 0}},
     };
     Rng rng(19);
     for (const auto& cc : cases) {

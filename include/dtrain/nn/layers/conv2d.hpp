@@ -16,6 +16,7 @@
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/layers/detail/conv_layout.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
+#include <dtrain/nn/layers/detail/direct_conv_grad.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 #include <dtrain/nn/layers/detail/implicit_conv.hpp>
 
@@ -28,10 +29,10 @@ namespace dtrain {
 ///
 /// Three implementations, chosen per input shape; all agree within float rounding and are deterministic:
 /// - Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA: the direct kernels of
-///   nn/layers/detail/direct_conv.hpp compute the forward pass (no columns; the bias starts the sums) and,
-///   with a fan-in of at most detail::direct_conv_max_fan_in, the weight gradient. Otherwise the weight
-///   gradient is a GEMM over columns unfolded in backward a chunk of samples at a time (col_chunk_bytes,
-///   so they stay in cache), each chunk reused, overwritten, for dX = W^T * dY + col2im.
+///   nn/layers/detail/direct_conv.hpp and direct_conv_grad.hpp compute the forward pass (no columns; the
+///   bias starts the sums), the input gradient and, with a fan-in of at most detail::direct_conv_max_fan_in,
+///   the weight gradient. Otherwise the weight gradient is a GEMM over columns unfolded in backward a chunk
+///   of samples at a time (col_chunk_bytes, so they stay in cache).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
 ///   of output positions that meet the input at the same taps, read in place (no columns, no padding).
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
@@ -189,14 +190,15 @@ private:
             }
         if (direct_dw_) {
             direct_backward(x, dy);
-            if (dx != nullptr) input_grad(dy, w_, dx);
+            if (dx != nullptr) direct_input_grad(dy, dx);
             return;
         }
         detail::cols_from_nchw(dy, n_, pos, out_, tmp_.data());
         for (std::size_t c = 0; c < out_; ++c)
             db_[c] += detail::lane_sum(tmp_.data() + c * np, np);
         if (direct_fwd_) {
-            chunked_backward(x, dx);
+            chunked_backward(x);
+            if (dx != nullptr) direct_input_grad(dy, dx);
             return;
         }
         const bool after_forward = cols_src_ == x;  // then cols_ and wused_ are that forward's
@@ -209,7 +211,7 @@ private:
                          dwt_.data(), out_);
         detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
         cols_src_ = nullptr;
-        if (dx != nullptr) input_grad(nullptr, after_forward ? used_weights_ : used_weights(), dx);
+        if (dx != nullptr) input_grad(after_forward ? used_weights_ : used_weights(), dx);
     }
 
     static std::string axes(const std::array<std::size_t, 2>& a) {
@@ -238,22 +240,18 @@ private:
         return wused_.data();
     }
 
-    // dX from gY in tmp_ (gathered first from `grad_out` unless it is null) and the used weights `w`:
-    // dcols [rows, n*pos] = W^T * gY, written over the columns, then folded back into dX (col2im).
-    void input_grad(const T* grad_out, const T* w, T* grad_in) {
+    // dX from gY in tmp_ and the used weights `w`: dcols [rows, n*pos] = W^T * gY, written over the
+    // columns, then folded back into dX (col2im).
+    void input_grad(const T* w, T* grad_in) {
         const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
-        cols_.resize(rows * np);  // sized here on the direct path, which needs the columns only for dX
-        tmp_.resize(out_ * np);
-        if (grad_out != nullptr) detail::cols_from_nchw(grad_out, n_, g_.positions(), out_, tmp_.data());
         if (rows > 0)
             detail::gemm(true, false, rows, np, out_, T(1), w, rows, tmp_.data(), np, T(0), cols_.data(), np);
         detail::col2im(cols_.data(), n_, g_, grad_in);
     }
 
-    // Backward after a direct forward, weight gradient by GEMM (gY gathered in tmp_): chunk_ samples at a
-    // time, their columns (about col_chunk_bytes, in cache) give dW^T += cols * gY^T, then, overwritten by
-    // W^T * gY, are folded into dX (when grad_in is not null).
-    void chunked_backward(const T* x, T* grad_in) {
+    // Weight gradient after a direct forward, by GEMM (gY gathered in tmp_): chunk_ samples at a time,
+    // their columns (about col_chunk_bytes, in cache) give dW^T += cols * gY^T.
+    void chunked_backward(const T* x) {
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows(),
                           in_sample = in_ * g_.h * g_.w;
         for (std::size_t s0 = 0; s0 < n_; s0 += chunk_) {
@@ -262,27 +260,34 @@ private:
             detail::im2col(x + s0 * in_sample, m, g_, cols_.data());
             detail::gemm(false, true, rows, out_, cp, T(1), cols_.data(), cp, gy, np, s0 == 0 ? T(0) : T(1),
                          dwt_.data(), out_);
-            if (grad_in == nullptr) continue;
-            detail::gemm(true, false, rows, cp, out_, T(1), w_, rows, gy, np, T(0), cols_.data(), cp);
-            detail::col2im(cols_.data(), m, g_, grad_in + s0 * in_sample);
         }
         detail::add_used_taps_transposed(dwt_.data(), g_, out_, dw_);
     }
 
     // Forward by the direct kernel (detail::use_direct_conv_forward; float only), from packed weights.
-    void direct_forward(const T* x, T* y) {
+    void direct_forward([[maybe_unused]] const T* x, [[maybe_unused]] T* y) {
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>) {
             detail::pack_direct_weights(w_, out_, fan_in(), wt_.data());
             detail::direct_conv_forward(x, n_, g_, wt_.data(), out_, b_, offsets_.data(), y);
         }
 #endif
-        (void)x, (void)y;
+    }
+
+    // dX by the direct kernel after a direct forward (float only), from the weights packed per tap block
+    // (over wt_: every direct forward packs its own again).
+    void direct_input_grad([[maybe_unused]] const T* grad_out, [[maybe_unused]] T* grad_in) {
+#ifdef DTRAIN_DIRECT_CONV
+        if constexpr (std::is_same_v<T, float>) {
+            detail::pack_direct_weights_transposed(w_, out_, fan_in(), wt_.data());
+            detail::direct_conv_input_grad(grad_out, n_, g_, wt_.data(), out_, offsets_.data(), grad_in);
+        }
+#endif
     }
 
     // Parameter gradients when detail::use_direct_conv_weight_grad: db += sums of dY, dW += the direct
     // kernel's products.
-    void direct_backward(const T* x, const T* grad_out) {
+    void direct_backward([[maybe_unused]] const T* x, const T* grad_out) {
         const std::size_t pos = g_.positions();
         for (std::size_t c = 0; c < out_; ++c)
             for (std::size_t s = 0; s < n_; ++s)
@@ -291,7 +296,6 @@ private:
         if constexpr (std::is_same_v<T, float>)
             detail::direct_conv_weight_grad(x, n_, g_, grad_out, out_, offsets_.data(), dw_);
 #endif
-        (void)x;
     }
 
     // Validates the batch shape and sizes the scratch buffers; cheap when the shape is unchanged.

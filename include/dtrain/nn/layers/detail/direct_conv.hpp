@@ -24,18 +24,6 @@ inline bool use_direct_conv_forward(const ConvGeometry& g) noexcept {
     return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && direct_conv_available();
 }
 
-/// Largest fan-in (in_channels * kh * kw) for which Conv2d<float> also computes the weight gradient with
-/// direct_conv_weight_grad(): at such a small GEMM depth OpenBLAS reaches about half its rate and the
-/// columns cost more than the products. For Conv2d(20, 50, 5) (fan-in 500) the direct weight gradient
-/// measured slower than im2col + GEMM (benchmarks/train/README.md).
-constexpr std::size_t direct_conv_max_fan_in = 32;
-
-/// True when Conv2d<float> computes the weight gradient of geometry `g` with direct_conv_weight_grad():
-/// a direct forward and a fan-in of at most direct_conv_max_fan_in.
-inline bool use_direct_conv_weight_grad(const ConvGeometry& g) noexcept {
-    return g.c * g.kh * g.kw <= direct_conv_max_fan_in && use_direct_conv_forward(g);
-}
-
 /// Writes off[t] = the offset of tap t = (ci, ki, kj) in an input sample [c, h, w] of geometry `g`, for
 /// the c * kh * kw taps: the tap table the direct kernels take (it depends on the geometry only).
 inline void tap_offsets(const ConvGeometry& g, std::size_t* off) {
@@ -183,91 +171,6 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_forward(const float* x, std::size_t n
                 break;
             default:
                 direct_fwd_channels<1>(x, n, g, off, wb, out, bias + o, y + o * pos);
-        }
-    }
-}
-
-// Sum of the 8 lanes of v, in a fixed order.
-DTRAIN_AVX2_FMA inline float lanes_total(__m256 v) {
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
-}
-
-// acc[c][t] += d(c) * x(t) for the 8 positions at `j` of one output row; with `Full` false only the
-// lanes of `m` (the others load 0). The inputs are held and each dY vector is loaded once, so a 4 x 3 tile
-// uses 12 accumulators, 3 inputs and one dY register.
-template <int CB, int TB, bool Full>
-DTRAIN_AVX2_FMA inline void direct_dw_step(__m256 (&acc)[CB][TB], const float* xr, const std::size_t* off,
-                                           const float* dr, std::size_t pos, std::size_t j, __m256i m) {
-    __m256 xv[TB];
-    for (int t = 0; t < TB; ++t)
-        xv[t] = Full ? _mm256_loadu_ps(xr + off[t] + j) : _mm256_maskload_ps(xr + off[t] + j, m);
-    for (int c = 0; c < CB; ++c) {
-        const __m256 d = Full ? _mm256_loadu_ps(dr + c * pos + j) : _mm256_maskload_ps(dr + c * pos + j, m);
-        for (int t = 0; t < TB; ++t)
-            acc[c][t] = _mm256_fmadd_ps(d, xv[t], acc[c][t]);
-    }
-}
-
-// Weight gradient of CB channels x TB taps over the whole batch: dw[c * fan_in + t] += sum over s, i, j
-// of dy[s][c][i][j] * x[s][..tap t..]. `off` holds each tap's offset in an input sample.
-template <int CB, int TB>
-DTRAIN_AVX2_FMA inline void direct_dw_tile(const float* x, std::size_t n, const ConvGeometry& g,
-                                           const float* dy, std::size_t out, const std::size_t* off,
-                                           float* dw, std::size_t fan_in) {
-    __m256 acc[CB][TB];
-    for (int c = 0; c < CB; ++c)
-        for (int t = 0; t < TB; ++t)
-            acc[c][t] = _mm256_setzero_ps();
-    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, full = g.ow / 8 * 8;
-    const __m256i m = lane_mask(g.ow - full);
-    for (std::size_t s = 0; s < n; ++s)
-        for (std::size_t i = 0; i < g.oh; ++i) {
-            const float* xr = x + s * in_sample + i * g.w;
-            const float* dr = dy + s * out * pos + i * g.ow;
-            for (std::size_t j = 0; j < full; j += 8)
-                direct_dw_step<CB, TB, true>(acc, xr, off, dr, pos, j, m);
-            if (full < g.ow) direct_dw_step<CB, TB, false>(acc, xr, off, dr, pos, full, m);
-        }
-    for (int c = 0; c < CB; ++c)
-        for (int t = 0; t < TB; ++t)
-            dw[c * fan_in + t] += lanes_total(acc[c][t]);
-}
-
-template <int CB>
-DTRAIN_AVX2_FMA inline void direct_dw_channels(const float* x, std::size_t n, const ConvGeometry& g,
-                                               const float* dy, std::size_t out, const std::size_t* off,
-                                               float* dw) {
-    const std::size_t fan_in = g.c * g.kh * g.kw;
-    std::size_t t = 0;
-    for (; t + 3 <= fan_in; t += 3)
-        direct_dw_tile<CB, 3>(x, n, g, dy, out, off + t, dw + t, fan_in);
-    if (fan_in - t == 2) direct_dw_tile<CB, 2>(x, n, g, dy, out, off + t, dw + t, fan_in);
-    if (fan_in - t == 1) direct_dw_tile<CB, 1>(x, n, g, dy, out, off + t, dw + t, fan_in);
-}
-
-/// Weight gradient of a stride-1, unpadded convolution of geometry `g`: ADDS to dw [out, c, kh, kw] the
-/// sum over the batch of dy[s][o][i][j] * x[s][ci][i + ki][j + kj], for x [n, c, h, w] and dy NCHW
-/// [n, out, oh, ow]. `off` holds the taps as tap_offsets() left them. Requires direct_conv_available().
-/// Deterministic (a fixed summation order).
-DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
-                                                       const float* dy, std::size_t out,
-                                                       const std::size_t* off, float* dw) {
-    const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
-    for (std::size_t o = 0; o < out; o += direct_block) {  // the channel blocks of direct_conv_forward
-        switch (out - o < direct_block ? out - o : direct_block) {
-            case 4:
-                direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            case 3:
-                direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            case 2:
-                direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            default:
-                direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
         }
     }
 }

@@ -1,0 +1,233 @@
+#pragma once
+
+/// @file
+/// The gradient kernels of stride-1, unpadded convolutions after a direct forward (direct_conv.hpp): the
+/// weight gradient of thin layers and the input gradient, each computed from dY without columns.
+
+#include <algorithm>
+#include <cstddef>
+
+#include <dtrain/nn/layers/detail/direct_conv.hpp>
+
+namespace dtrain::detail {
+
+/// Largest fan-in (in_channels * kh * kw) for which Conv2d<float> also computes the weight gradient with
+/// direct_conv_weight_grad(): at such a small GEMM depth OpenBLAS reaches about half its rate and the
+/// columns cost more than the products. For Conv2d(20, 50, 5) (fan-in 500) the direct weight gradient
+/// measured slower than im2col + GEMM (benchmarks/train/README.md).
+constexpr std::size_t direct_conv_max_fan_in = 32;
+
+/// True when Conv2d<float> computes the weight gradient of geometry `g` with direct_conv_weight_grad():
+/// a direct forward and a fan-in of at most direct_conv_max_fan_in.
+inline bool use_direct_conv_weight_grad(const ConvGeometry& g) noexcept {
+    return g.c * g.kh * g.kw <= direct_conv_max_fan_in && use_direct_conv_forward(g);
+}
+
+/// True when Conv2d<float> computes the input gradient of geometry `g` with direct_conv_input_grad()
+/// instead of dcols = W^T * dY and col2im: wherever the forward pass is direct.
+inline bool use_direct_conv_input_grad(const ConvGeometry& g) noexcept {
+    return use_direct_conv_forward(g);
+}
+
+/// Packs weights w [out, fan_in] for direct_conv_input_grad: tap block b (taps [4b, 4b + tb), tb =
+/// min(4, fan_in - 4b)) holds, at w_packed + 4b * out, its weights channel by channel: [out][tb].
+inline void pack_direct_weights_transposed(const float* w, std::size_t out, std::size_t fan_in,
+                                           float* w_packed) {
+    for (std::size_t t0 = 0; t0 < fan_in; t0 += direct_block) {
+        const std::size_t tb = fan_in - t0 < direct_block ? fan_in - t0 : direct_block;
+        for (std::size_t o = 0; o < out; ++o)
+            for (std::size_t c = 0; c < tb; ++c)
+                w_packed[t0 * out + o * tb + c] = w[o * fan_in + t0 + c];
+    }
+}
+
+#ifdef DTRAIN_DIRECT_CONV
+
+// Sum of the 8 lanes of v, in a fixed order.
+DTRAIN_AVX2_FMA inline float lanes_total(__m256 v) {
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+// acc[c][t] += d(c) * x(t) for the 8 positions at `j` of one output row; with `Full` false only the
+// lanes of `m` (the others load 0). The inputs are held and each dY vector is loaded once, so a 4 x 3 tile
+// uses 12 accumulators, 3 inputs and one dY register.
+template <int CB, int TB, bool Full>
+DTRAIN_AVX2_FMA inline void direct_dw_step(__m256 (&acc)[CB][TB], const float* xr, const std::size_t* off,
+                                           const float* dr, std::size_t pos, std::size_t j, __m256i m) {
+    __m256 xv[TB];
+    for (int t = 0; t < TB; ++t)
+        xv[t] = Full ? _mm256_loadu_ps(xr + off[t] + j) : _mm256_maskload_ps(xr + off[t] + j, m);
+    for (int c = 0; c < CB; ++c) {
+        const __m256 d = Full ? _mm256_loadu_ps(dr + c * pos + j) : _mm256_maskload_ps(dr + c * pos + j, m);
+        for (int t = 0; t < TB; ++t)
+            acc[c][t] = _mm256_fmadd_ps(d, xv[t], acc[c][t]);
+    }
+}
+
+// Weight gradient of CB channels x TB taps over the whole batch: dw[c * fan_in + t] += sum over s, i, j
+// of dy[s][c][i][j] * x[s][..tap t..]. `off` holds each tap's offset in an input sample.
+template <int CB, int TB>
+DTRAIN_AVX2_FMA inline void direct_dw_tile(const float* x, std::size_t n, const ConvGeometry& g,
+                                           const float* dy, std::size_t out, const std::size_t* off,
+                                           float* dw, std::size_t fan_in) {
+    __m256 acc[CB][TB];
+    for (int c = 0; c < CB; ++c)
+        for (int t = 0; t < TB; ++t)
+            acc[c][t] = _mm256_setzero_ps();
+    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, full = g.ow / 8 * 8;
+    const __m256i m = lane_mask(g.ow - full);
+    for (std::size_t s = 0; s < n; ++s)
+        for (std::size_t i = 0; i < g.oh; ++i) {
+            const float* xr = x + s * in_sample + i * g.w;
+            const float* dr = dy + s * out * pos + i * g.ow;
+            for (std::size_t j = 0; j < full; j += 8)
+                direct_dw_step<CB, TB, true>(acc, xr, off, dr, pos, j, m);
+            if (full < g.ow) direct_dw_step<CB, TB, false>(acc, xr, off, dr, pos, full, m);
+        }
+    for (int c = 0; c < CB; ++c)
+        for (int t = 0; t < TB; ++t)
+            dw[c * fan_in + t] += lanes_total(acc[c][t]);
+}
+
+template <int CB>
+DTRAIN_AVX2_FMA inline void direct_dw_channels(const float* x, std::size_t n, const ConvGeometry& g,
+                                               const float* dy, std::size_t out, const std::size_t* off,
+                                               float* dw) {
+    const std::size_t fan_in = g.c * g.kh * g.kw;
+    std::size_t t = 0;
+    for (; t + 3 <= fan_in; t += 3)
+        direct_dw_tile<CB, 3>(x, n, g, dy, out, off + t, dw + t, fan_in);
+    if (fan_in - t == 2) direct_dw_tile<CB, 2>(x, n, g, dy, out, off + t, dw + t, fan_in);
+    if (fan_in - t == 1) direct_dw_tile<CB, 1>(x, n, g, dy, out, off + t, dw + t, fan_in);
+}
+
+/// Weight gradient of a stride-1, unpadded convolution of geometry `g`: ADDS to dw [out, c, kh, kw] the
+/// sum over the batch of dy[s][o][i][j] * x[s][ci][i + ki][j + kj], for x [n, c, h, w] and dy NCHW
+/// [n, out, oh, ow]. `off` holds the taps as tap_offsets() left them. Requires direct_conv_available().
+/// Deterministic (a fixed summation order).
+DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size_t n, const ConvGeometry& g,
+                                                       const float* dy, std::size_t out,
+                                                       const std::size_t* off, float* dw) {
+    const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
+    for (std::size_t o = 0; o < out; o += direct_block) {  // the channel blocks of direct_conv_forward
+        switch (out - o < direct_block ? out - o : direct_block) {
+            case 4:
+                direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            case 3:
+                direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            case 2:
+                direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+                break;
+            default:
+                direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+        }
+    }
+}
+
+// One input-gradient tile: TB taps x NV vectors of 8 output positions, vector v at dy + v * vin in each
+// channel (channel o at dy + o * pos): acc[t][v] = sum over o of w[o][tap t] * dY[o][vector v], the
+// direct forward tile with the roles of taps and channels swapped, then added into dX where tap t of
+// vector v reads the input: dx + off[t] + v * vdst. Masked vectors as in direct_fwd_tile.
+template <int TB, int NV, bool MaskAll, bool MaskLast>
+DTRAIN_AVX2_FMA inline void direct_dx_tile(const float* dy, std::size_t vin, std::size_t pos, std::size_t out,
+                                           const float* wb, float* dx, std::size_t vdst,
+                                           const std::size_t* off, __m256i m) {
+    __m256 acc[TB][NV];
+    for (int t = 0; t < TB; ++t)
+        for (int v = 0; v < NV; ++v)
+            acc[t][v] = _mm256_setzero_ps();
+    std::size_t o = 0;
+    do  // out >= 1 (see direct_fwd_tile)
+        direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, dy + o * pos, vin, wb + o * TB, m);
+    while (++o < out);
+    for (int t = 0; t < TB; ++t)  // in order: the vectors of neighbouring taps overlap
+        for (int v = 0; v < NV; ++v) {
+            float* d = dx + off[t] + v * vdst;
+            if (MaskAll || (MaskLast && v + 1 == NV))
+                _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), acc[t][v]));
+            else
+                _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), acc[t][v]));
+        }
+}
+
+template <int TB, bool MaskAll, bool MaskLast>
+DTRAIN_AVX2_FMA inline void direct_dx_tiles(std::size_t nv, const float* dy, std::size_t vin, std::size_t pos,
+                                            std::size_t out, const float* wb, float* dx, std::size_t vdst,
+                                            const std::size_t* off, __m256i m) {
+    if (nv == 3)
+        direct_dx_tile<TB, 3, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
+    else if (nv == 2)
+        direct_dx_tile<TB, 2, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
+    else
+        direct_dx_tile<TB, 1, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
+}
+
+// The input gradient of one sample from the taps [t, t + TB) (their offsets `off`, packed weights `wb`):
+// the output positions tiled as in direct_fwd_channels (three rows of <= 8, or pieces of 24 of a row).
+template <int TB>
+DTRAIN_AVX2_FMA inline void direct_dx_taps(const float* dy, const ConvGeometry& g, std::size_t out,
+                                           const float* wb, const std::size_t* off, float* dx) {
+    const std::size_t pos = g.positions();
+    if (g.ow <= 8) {
+        const __m256i m = lane_mask(g.ow);
+        for (std::size_t i = 0; i < g.oh; i += 3) {
+            const std::size_t nv = g.oh - i < 3 ? g.oh - i : 3;
+            if (g.ow == 8)
+                direct_dx_tiles<TB, false, false>(nv, dy + i * 8, 8, pos, out, wb, dx + i * g.w, g.w, off, m);
+            else
+                direct_dx_tiles<TB, true, false>(nv, dy + i * g.ow, g.ow, pos, out, wb, dx + i * g.w, g.w,
+                                                 off, m);
+        }
+        return;
+    }
+    for (std::size_t i = 0; i < g.oh; ++i)
+        for (std::size_t j = 0; j < g.ow; j += 24) {
+            const std::size_t rem = g.ow - j < 24 ? g.ow - j : 24, nv = (rem + 7) / 8;
+            const float* dt = dy + i * g.ow + j;
+            float* xt = dx + i * g.w + j;
+            if (rem % 8 == 0)
+                direct_dx_tiles<TB, false, false>(nv, dt, 8, pos, out, wb, xt, 8, off, lane_mask(8));
+            else
+                direct_dx_tiles<TB, false, true>(nv, dt, 8, pos, out, wb, xt, 8, off, lane_mask(rem % 8));
+        }
+}
+
+/// Input gradient of a stride-1, unpadded convolution of geometry `g`: WRITES dx [n, c, h, w] = the sum
+/// over output channels o and positions (i, j) of dy[s][o][i][j] * w[o][ci][ki][kj] at x's element
+/// [s][ci][i + ki][j + kj], for dy NCHW [n, out, oh, ow]. `w_packed` holds the weights as
+/// pack_direct_weights_transposed() left them, `off` the taps as tap_offsets() left them. Requires
+/// direct_conv_available(). Deterministic: a fixed order of sums, within float rounding of W^T * dY + col2im.
+DTRAIN_AVX2_KERNEL inline void direct_conv_input_grad(const float* dy, std::size_t n, const ConvGeometry& g,
+                                                      const float* w_packed, std::size_t out,
+                                                      const std::size_t* off, float* dx) {
+    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, fan_in = g.c * g.kh * g.kw;
+    for (std::size_t s = 0; s < n; ++s) {  // a sample's dY and dX stay in L1 across its tap blocks
+        const float* dys = dy + s * out * pos;
+        float* dxs = dx + s * in_sample;
+        std::fill(dxs, dxs + in_sample, 0.0f);
+        for (std::size_t t = 0; t < fan_in; t += direct_block) {
+            const float* wb = w_packed + t * out;
+            switch (fan_in - t < direct_block ? fan_in - t : direct_block) {
+                case 4:
+                    direct_dx_taps<4>(dys, g, out, wb, off + t, dxs);
+                    break;
+                case 3:
+                    direct_dx_taps<3>(dys, g, out, wb, off + t, dxs);
+                    break;
+                case 2:
+                    direct_dx_taps<2>(dys, g, out, wb, off + t, dxs);
+                    break;
+                default:
+                    direct_dx_taps<1>(dys, g, out, wb, off + t, dxs);
+            }
+        }
+    }
+}
+
+#endif  // DTRAIN_DIRECT_CONV
+
+}  // namespace dtrain::detail
