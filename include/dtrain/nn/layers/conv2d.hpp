@@ -249,8 +249,7 @@ private:
         detail::col2im(cols_.data(), n_, g_, grad_in);
     }
 
-    // Weight gradient after a direct forward, by GEMM (gY gathered in tmp_): chunk_ samples at a time,
-    // their columns (about col_chunk_bytes, in cache) give dW^T += cols * gY^T.
+    // dW after a direct forward: dW^T += cols * gY^T (gY in tmp_), chunk_ samples of columns at a time.
     void chunked_backward(const T* x) {
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows(),
                           in_sample = in_ * g_.h * g_.w;
@@ -274,8 +273,7 @@ private:
 #endif
     }
 
-    // dX by the direct kernel after a direct forward (float only), from the weights packed per tap block
-    // (over wt_: every direct forward packs its own again).
+    // dX by the direct kernel (float only), from the weights packed per tap block over wt_ (forward repacks).
     void direct_input_grad([[maybe_unused]] const T* grad_out, [[maybe_unused]] T* grad_in) {
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>) {
@@ -285,8 +283,7 @@ private:
 #endif
     }
 
-    // Parameter gradients when detail::use_direct_conv_weight_grad: db += sums of dY, dW += the direct
-    // kernel's products.
+    // db += sums of dY, dW += the direct kernel's products (detail::use_direct_conv_weight_grad).
     void direct_backward([[maybe_unused]] const T* x, const T* grad_out) {
         const std::size_t pos = g_.positions();
         for (std::size_t c = 0; c < out_; ++c)
