@@ -267,7 +267,7 @@ private:
     void direct_forward([[maybe_unused]] const T* x, [[maybe_unused]] T* y) {
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>) {
-            detail::pack_direct_weights(w_, out_, fan_in(), wt_.data());
+            detail::pack_direct_weights(w_, out_, fan_in(), fan_in(), 1, wt_.data());
             detail::direct_conv_forward(x, n_, g_, wt_.data(), out_, b_, offsets_.data(), y);
         }
 #endif
@@ -277,7 +277,7 @@ private:
     void direct_input_grad([[maybe_unused]] const T* grad_out, [[maybe_unused]] T* grad_in) {
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>) {
-            detail::pack_direct_weights_transposed(w_, out_, fan_in(), wt_.data());
+            detail::pack_direct_weights(w_, fan_in(), out_, 1, fan_in(), wt_.data());
             detail::direct_conv_input_grad(grad_out, n_, g_, wt_.data(), out_, offsets_.data(), grad_in);
         }
 #endif

@@ -45,14 +45,17 @@ DTRAIN_AVX2_FMA inline __m256i lane_mask(std::size_t n) {
 // narrower) by pack_direct_weights().
 constexpr std::size_t direct_block = 4;
 
-/// Packs weights w [out, fan_in] for direct_conv_forward: channel block b (channels [4b, 4b + cb), cb =
-/// min(4, out - 4b)) holds, at w_packed + 4b * fan_in, its weights tap by tap: [fan_in][cb].
-inline void pack_direct_weights(const float* w, std::size_t out, std::size_t fan_in, float* w_packed) {
-    for (std::size_t o0 = 0; o0 < out; o0 += direct_block) {
-        const std::size_t cb = out - o0 < direct_block ? out - o0 : direct_block;
-        for (std::size_t t = 0; t < fan_in; ++t)
-            for (std::size_t c = 0; c < cb; ++c)
-                w_packed[o0 * fan_in + t * cb + c] = w[(o0 + c) * fan_in + t];
+/// Packs the [rows, cols] matrix whose element (r, k) is w[r * rs + k * cs] in blocks of 4 rows: block b
+/// (rows [4b, 4b + rb), rb = min(4, rows - 4b)) holds, at w_packed + 4b * cols, its values column by
+/// column: [cols][rb]. Weights w [out, fan_in] for direct_conv_forward: (w, out, fan_in, fan_in, 1); their
+/// transpose for direct_conv_input_grad (tap blocks over the channels): (w, fan_in, out, 1, fan_in).
+inline void pack_direct_weights(const float* w, std::size_t rows, std::size_t cols, std::size_t rs,
+                                std::size_t cs, float* w_packed) {
+    for (std::size_t r0 = 0; r0 < rows; r0 += direct_block) {
+        const std::size_t rb = rows - r0 < direct_block ? rows - r0 : direct_block;
+        for (std::size_t k = 0; k < cols; ++k)
+            for (std::size_t r = 0; r < rb; ++r)
+                w_packed[r0 * cols + k * rb + r] = w[(r0 + r) * rs + k * cs];
     }
 }
 

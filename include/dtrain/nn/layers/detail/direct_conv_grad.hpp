@@ -29,18 +29,6 @@ inline bool use_direct_conv_input_grad(const ConvGeometry& g) noexcept {
     return use_direct_conv_forward(g);
 }
 
-/// Packs weights w [out, fan_in] for direct_conv_input_grad: tap block b (taps [4b, 4b + tb), tb =
-/// min(4, fan_in - 4b)) holds, at w_packed + 4b * out, its weights channel by channel: [out][tb].
-inline void pack_direct_weights_transposed(const float* w, std::size_t out, std::size_t fan_in,
-                                           float* w_packed) {
-    for (std::size_t t0 = 0; t0 < fan_in; t0 += direct_block) {
-        const std::size_t tb = fan_in - t0 < direct_block ? fan_in - t0 : direct_block;
-        for (std::size_t o = 0; o < out; ++o)
-            for (std::size_t c = 0; c < tb; ++c)
-                w_packed[t0 * out + o * tb + c] = w[o * fan_in + t0 + c];
-    }
-}
-
 #ifdef DTRAIN_DIRECT_CONV
 
 // Sum of the 8 lanes of v, in a fixed order.
@@ -198,9 +186,10 @@ DTRAIN_AVX2_FMA inline void direct_dx_taps(const float* dy, const ConvGeometry& 
 
 /// Input gradient of a stride-1, unpadded convolution of geometry `g`: WRITES dx [n, c, h, w] = the sum
 /// over output channels o and positions (i, j) of dy[s][o][i][j] * w[o][ci][ki][kj] at x's element
-/// [s][ci][i + ki][j + kj], for dy NCHW [n, out, oh, ow]. `w_packed` holds the weights as
-/// pack_direct_weights_transposed() left them, `off` the taps as tap_offsets() left them. Requires
-/// direct_conv_available(). Deterministic: a fixed order of sums, within float rounding of W^T * dY + col2im.
+/// [s][ci][i + ki][j + kj], for dy NCHW [n, out, oh, ow]. `w_packed` holds the weights in tap blocks, as
+/// pack_direct_weights(w, fan_in, out, 1, fan_in, w_packed) left them, and `off` the taps as tap_offsets()
+/// left them. Requires direct_conv_available(). Deterministic: a fixed order of sums, within float rounding
+/// of W^T * dY + col2im.
 DTRAIN_AVX2_KERNEL inline void direct_conv_input_grad(const float* dy, std::size_t n, const ConvGeometry& g,
                                                       const float* w_packed, std::size_t out,
                                                       const std::size_t* off, float* dx) {
