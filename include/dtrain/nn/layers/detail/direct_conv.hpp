@@ -75,80 +75,92 @@ DTRAIN_AVX2_FMA inline void direct_fwd_step(__m256 (&acc)[CB][NV], const float* 
     }
 }
 
-// One output tile: CB channels x NV vectors of 8 outputs, vector v at y + v * vout reading the inputs at
-// x + v * vin (+ each tap's offset `off[t]`): 8-wide pieces of one output row (vin = vout = 8) or rows of
-// at most 8 (vin = input width, vout = output width). Without masks the 4 x 3 tile's 12 accumulators, 3
-// inputs and broadcast weight fit AVX2's 16 registers. `wb` is the channel block's packed weights.
-template <int CB, int NV, bool MaskAll, bool MaskLast>
-DTRAIN_AVX2_FMA inline void direct_fwd_tile(const float* x, std::size_t vin, const std::size_t* off,
-                                            std::size_t fan_in, const float* wb, const float* bias, float* y,
-                                            std::size_t vout, std::size_t pos, __m256i m) {
-    __m256 acc[CB][NV];
-    for (int c = 0; c < CB; ++c)
-        for (int v = 0; v < NV; ++v)
-            acc[c][v] = _mm256_broadcast_ss(bias + c);
-    std::size_t t = 0;
-    do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
-        direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, x + off[t], vin, wb + t * CB, m);
-    while (++t < fan_in);
-    for (int c = 0; c < CB; ++c)
-        for (int v = 0; v < NV; ++v) {
-            float* d = y + c * pos + v * vout;
-            if (MaskAll || (MaskLast && v + 1 == NV))
-                _mm256_maskstore_ps(d, m, acc[c][v]);
+// Calls tile.template run<NV, MaskAll, MaskLast>(in, vin, out, vout, m) with NV = nv (1..3).
+template <bool MaskAll, bool MaskLast, class Tile>
+DTRAIN_AVX2_FMA inline void direct_tile_nv(const Tile& tile, std::size_t nv, std::size_t in, std::size_t vin,
+                                           std::size_t out, std::size_t vout, __m256i m) {
+    if (nv == 3)
+        tile.template run<3, MaskAll, MaskLast>(in, vin, out, vout, m);
+    else if (nv == 2)
+        tile.template run<2, MaskAll, MaskLast>(in, vin, out, vout, m);
+    else
+        tile.template run<1, MaskAll, MaskLast>(in, vin, out, vout, m);
+}
+
+// The tiling of the direct kernels: covers the output positions of one sample of geometry `g` with tiles of
+// up to 3 vectors of 8, vector v at output offset out + v * vout meeting the input at in + v * vin (offsets
+// within the sample): three output rows of at most 8 (one vector each, all masked when ow < 8; vin = input
+// width, vout = output width) or pieces of 24 of a row (vin = vout = 8; the last vector masked when the row
+// ends inside it). `tile` is the kernel's tile: DirectFwdTile here, DirectDxTile in direct_conv_grad.hpp.
+template <class Tile>
+DTRAIN_AVX2_FMA inline void direct_sample_tiles(const ConvGeometry& g, const Tile& tile) {
+    if (g.ow <= 8) {
+        const __m256i m = lane_mask(g.ow);
+        for (std::size_t i = 0; i < g.oh; i += 3) {
+            const std::size_t nv = g.oh - i < 3 ? g.oh - i : 3;
+            if (g.ow == 8)
+                direct_tile_nv<false, false>(tile, nv, i * g.w, g.w, i * g.ow, g.ow, m);
             else
-                _mm256_storeu_ps(d, acc[c][v]);
+                direct_tile_nv<true, false>(tile, nv, i * g.w, g.w, i * g.ow, g.ow, m);
+        }
+        return;
+    }
+    for (std::size_t i = 0; i < g.oh; ++i)
+        for (std::size_t j = 0; j < g.ow; j += 24) {
+            const std::size_t rem = g.ow - j < 24 ? g.ow - j : 24, nv = (rem + 7) / 8;
+            if (rem % 8 == 0)
+                direct_tile_nv<false, false>(tile, nv, i * g.w + j, 8, i * g.ow + j, 8, lane_mask(8));
+            else
+                direct_tile_nv<false, true>(tile, nv, i * g.w + j, 8, i * g.ow + j, 8, lane_mask(rem % 8));
         }
 }
 
-// Tiles of up to 3 vectors: `nv` (1..3) vectors with the given masking.
-template <int CB, bool MaskAll, bool MaskLast>
-DTRAIN_AVX2_FMA inline void direct_fwd_tiles(std::size_t nv, const float* x, std::size_t vin,
-                                             const std::size_t* off, std::size_t fan_in, const float* wb,
-                                             const float* bias, float* y, std::size_t vout, std::size_t pos,
-                                             __m256i m) {
-    if (nv == 3)
-        direct_fwd_tile<CB, 3, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
-    else if (nv == 2)
-        direct_fwd_tile<CB, 2, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
-    else
-        direct_fwd_tile<CB, 1, MaskAll, MaskLast>(x, vin, off, fan_in, wb, bias, y, vout, pos, m);
-}
+// The forward tile of a channel block of CB for one sample (input x, output y, the block's packed weights
+// wb and biases): CB channels x NV vectors, acc[c][v] = bias[c] + sum over taps t of wb[t][c] * (vector v
+// of the input at off[t]), stored to channel c's vector v. Without masks the 4 x 3 tile's 12 accumulators,
+// 3 inputs and broadcast weight fit AVX2's 16 registers.
+template <int CB>
+struct DirectFwdTile {
+    const float* x;
+    const std::size_t* off;
+    std::size_t fan_in;
+    const float* wb;
+    const float* bias;
+    float* y;
+    std::size_t pos;
+
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
+                             __m256i m) const {
+        const float *xi = x + in, *w = wb;
+        const std::size_t *o = off, taps = fan_in;
+        __m256 acc[CB][NV];
+        for (int c = 0; c < CB; ++c)
+            for (int v = 0; v < NV; ++v)
+                acc[c][v] = _mm256_broadcast_ss(bias + c);
+        std::size_t t = 0;
+        do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+            direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
+        while (++t < taps);
+        for (int c = 0; c < CB; ++c)
+            for (int v = 0; v < NV; ++v) {
+                float* d = y + out + c * pos + v * vout;
+                if (MaskAll || (MaskLast && v + 1 == NV))
+                    _mm256_maskstore_ps(d, m, acc[c][v]);
+                else
+                    _mm256_storeu_ps(d, acc[c][v]);
+            }
+    }
+};
 
 template <int CB>
 DTRAIN_AVX2_FMA inline void direct_fwd_channels(const float* x, std::size_t n, const ConvGeometry& g,
                                                 const std::size_t* off, const float* wb, std::size_t out,
                                                 const float* bias, float* y) {
     const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, fan_in = g.c * g.kh * g.kw;
-    for (std::size_t s = 0; s < n; ++s) {
-        const float* xs = x + s * in_sample;
-        float* ys = y + s * out * pos;
-        if (g.ow <= 8) {  // one vector per output row, three rows per tile
-            const __m256i m = lane_mask(g.ow);
-            for (std::size_t i = 0; i < g.oh; i += 3) {
-                const std::size_t nv = g.oh - i < 3 ? g.oh - i : 3;
-                if (g.ow == 8)
-                    direct_fwd_tiles<CB, false, false>(nv, xs + i * g.w, g.w, off, fan_in, wb, bias,
-                                                       ys + i * g.ow, g.ow, pos, m);
-                else
-                    direct_fwd_tiles<CB, true, false>(nv, xs + i * g.w, g.w, off, fan_in, wb, bias,
-                                                      ys + i * g.ow, g.ow, pos, m);
-            }
-            continue;
-        }
-        for (std::size_t i = 0; i < g.oh; ++i)  // pieces of 24 of each output row
-            for (std::size_t j = 0; j < g.ow; j += 24) {
-                const std::size_t rem = g.ow - j < 24 ? g.ow - j : 24, nv = (rem + 7) / 8;
-                const float* xt = xs + i * g.w + j;
-                float* yt = ys + i * g.ow + j;
-                if (rem % 8 == 0)
-                    direct_fwd_tiles<CB, false, false>(nv, xt, 8, off, fan_in, wb, bias, yt, 8, pos,
-                                                       lane_mask(8));
-                else
-                    direct_fwd_tiles<CB, false, true>(nv, xt, 8, off, fan_in, wb, bias, yt, 8, pos,
-                                                      lane_mask(rem % 8));
-            }
-    }
+    for (std::size_t s = 0; s < n; ++s)
+        direct_sample_tiles(
+            g, DirectFwdTile<CB>{x + s * in_sample, off, fan_in, wb, bias, y + s * out * pos, pos});
 }
 
 /// Forward pass of a stride-1, unpadded convolution of geometry `g` on `n` samples x [n, c, h, w]:

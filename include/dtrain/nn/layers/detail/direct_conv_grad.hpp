@@ -116,73 +116,42 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size
     }
 }
 
-// One input-gradient tile: TB taps x NV vectors of 8 output positions, vector v at dy + v * vin in each
-// channel (channel o at dy + o * pos): acc[t][v] = sum over o of w[o][tap t] * dY[o][vector v], the
-// direct forward tile with the roles of taps and channels swapped, then added into dX where tap t of
-// vector v reads the input: dx + off[t] + v * vdst. Masked vectors as in direct_fwd_tile.
-template <int TB, int NV, bool MaskAll, bool MaskLast>
-DTRAIN_AVX2_FMA inline void direct_dx_tile(const float* dy, std::size_t vin, std::size_t pos, std::size_t out,
-                                           const float* wb, float* dx, std::size_t vdst,
-                                           const std::size_t* off, __m256i m) {
-    __m256 acc[TB][NV];
-    for (int t = 0; t < TB; ++t)
-        for (int v = 0; v < NV; ++v)
-            acc[t][v] = _mm256_setzero_ps();
-    std::size_t o = 0;
-    do  // out >= 1 (see direct_fwd_tile)
-        direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, dy + o * pos, vin, wb + o * TB, m);
-    while (++o < out);
-    for (int t = 0; t < TB; ++t)  // in order: the vectors of neighbouring taps overlap
-        for (int v = 0; v < NV; ++v) {
-            float* d = dx + off[t] + v * vdst;
-            if (MaskAll || (MaskLast && v + 1 == NV))
-                _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), acc[t][v]));
-            else
-                _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), acc[t][v]));
-        }
-}
-
-template <int TB, bool MaskAll, bool MaskLast>
-DTRAIN_AVX2_FMA inline void direct_dx_tiles(std::size_t nv, const float* dy, std::size_t vin, std::size_t pos,
-                                            std::size_t out, const float* wb, float* dx, std::size_t vdst,
-                                            const std::size_t* off, __m256i m) {
-    if (nv == 3)
-        direct_dx_tile<TB, 3, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
-    else if (nv == 2)
-        direct_dx_tile<TB, 2, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
-    else
-        direct_dx_tile<TB, 1, MaskAll, MaskLast>(dy, vin, pos, out, wb, dx, vdst, off, m);
-}
-
-// The input gradient of one sample from the taps [t, t + TB) (their offsets `off`, packed weights `wb`):
-// the output positions tiled as in direct_fwd_channels (three rows of <= 8, or pieces of 24 of a row).
+// The input-gradient tile of a block of TB taps (offsets `off`, packed weights wb) for one sample (dY dy,
+// dX dx): TB taps x NV vectors of output positions, acc[t][v] = sum over channels o of wb[o][t] * (vector v
+// of dY channel o), the forward tile with the roles of taps and channels swapped, then added into dX
+// where tap t of vector v reads the input.
 template <int TB>
-DTRAIN_AVX2_FMA inline void direct_dx_taps(const float* dy, const ConvGeometry& g, std::size_t out,
-                                           const float* wb, const std::size_t* off, float* dx) {
-    const std::size_t pos = g.positions();
-    if (g.ow <= 8) {
-        const __m256i m = lane_mask(g.ow);
-        for (std::size_t i = 0; i < g.oh; i += 3) {
-            const std::size_t nv = g.oh - i < 3 ? g.oh - i : 3;
-            if (g.ow == 8)
-                direct_dx_tiles<TB, false, false>(nv, dy + i * 8, 8, pos, out, wb, dx + i * g.w, g.w, off, m);
-            else
-                direct_dx_tiles<TB, true, false>(nv, dy + i * g.ow, g.ow, pos, out, wb, dx + i * g.w, g.w,
-                                                 off, m);
-        }
-        return;
+struct DirectDxTile {
+    const float* dy;
+    std::size_t pos;
+    std::size_t out;
+    const float* wb;
+    float* dx;
+    const std::size_t* off;
+
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
+                             __m256i m) const {
+        const float *d0 = dy + outp, *w = wb;
+        const std::size_t channels = out, stride = pos;
+        __m256 acc[TB][NV];
+        for (int t = 0; t < TB; ++t)
+            for (int v = 0; v < NV; ++v)
+                acc[t][v] = _mm256_setzero_ps();
+        std::size_t o = 0;
+        do  // out >= 1 (see DirectFwdTile)
+            direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
+        while (++o < channels);
+        for (int t = 0; t < TB; ++t)  // in order: the vectors of neighbouring taps overlap
+            for (int v = 0; v < NV; ++v) {
+                float* d = dx + in + off[t] + v * vin;
+                if (MaskAll || (MaskLast && v + 1 == NV))
+                    _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), acc[t][v]));
+                else
+                    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), acc[t][v]));
+            }
     }
-    for (std::size_t i = 0; i < g.oh; ++i)
-        for (std::size_t j = 0; j < g.ow; j += 24) {
-            const std::size_t rem = g.ow - j < 24 ? g.ow - j : 24, nv = (rem + 7) / 8;
-            const float* dt = dy + i * g.ow + j;
-            float* xt = dx + i * g.w + j;
-            if (rem % 8 == 0)
-                direct_dx_tiles<TB, false, false>(nv, dt, 8, pos, out, wb, xt, 8, off, lane_mask(8));
-            else
-                direct_dx_tiles<TB, false, true>(nv, dt, 8, pos, out, wb, xt, 8, off, lane_mask(rem % 8));
-        }
-}
+};
 
 /// Input gradient of a stride-1, unpadded convolution of geometry `g`: WRITES dx [n, c, h, w] = the sum
 /// over output channels o and positions (i, j) of dy[s][o][i][j] * w[o][ci][ki][kj] at x's element
@@ -202,16 +171,16 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_input_grad(const float* dy, std::size
             const float* wb = w_packed + t * out;
             switch (fan_in - t < direct_block ? fan_in - t : direct_block) {
                 case 4:
-                    direct_dx_taps<4>(dys, g, out, wb, off + t, dxs);
+                    direct_sample_tiles(g, DirectDxTile<4>{dys, pos, out, wb, dxs, off + t});
                     break;
                 case 3:
-                    direct_dx_taps<3>(dys, g, out, wb, off + t, dxs);
+                    direct_sample_tiles(g, DirectDxTile<3>{dys, pos, out, wb, dxs, off + t});
                     break;
                 case 2:
-                    direct_dx_taps<2>(dys, g, out, wb, off + t, dxs);
+                    direct_sample_tiles(g, DirectDxTile<2>{dys, pos, out, wb, dxs, off + t});
                     break;
                 default:
-                    direct_dx_taps<1>(dys, g, out, wb, off + t, dxs);
+                    direct_sample_tiles(g, DirectDxTile<1>{dys, pos, out, wb, dxs, off + t});
             }
         }
     }
