@@ -6,11 +6,15 @@
 # dtrain-cl-hI (a UTS namespace of their own). Needs root (CAP_NET_ADMIN), iproute2 and tc (Debian:
 # iproute2), unshare (util-linux), python3 for the rate check, and Open MPI or MPICH.
 #
-# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--mtu M] [--pin] [--no-check]
+# Usage: scripts/cluster.sh up N [--rate R] [--delay D] [--loss P] [--mtu M] [--cc C] [--pin] [--no-check]
 #          N hosts (2-16); R a tc rate (default 10gbit; "none" leaves the link unshaped), D a delay
 #          (default 0, e.g. 50us), P a loss percentage (default 0, e.g. 0.1%), M the links' MTU in bytes
-#          (default 1500; 9000 for the jumbo frames of many cluster networks, 68-65535). --pin gives every host CPUs
-#          of its own, as separate machines have: host I runs on CPUs [(I-1)k, Ik) with k = nproc / N (needs
+#          (default 1500; 9000 for the jumbo frames of many cluster networks, 68-65535), C the hosts' TCP
+#          congestion control (default reno; "system" keeps the machine's): a machine may default to bbr,
+#          which without the fq qdisc ran back-to-back all-reduces over a 10gbit link at 1.5-1.7x reno's
+#          time (benchmarks/multihost/README.md); cluster hosts usually run a loss-based one (Linux's
+#          default, cubic, may be chosen in a namespace only where the machine allows it). --pin gives
+#          every host CPUs of its own, as separate machines have: host I runs on CPUs [(I-1)k, Ik) with k = nproc / N (needs
 #          N <= nproc; without it every host shares all CPUs, so each believes it has them all: a rank's
 #          progress thread, sized for a CPU of its own, then takes time from the other host's rank).
 #          Checks the achieved rate with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
@@ -133,6 +137,7 @@ set -euo pipefail
 STATE="$CLUSTER_STATE"
 PREFIX=dtrain-cl # the namespaces' prefix (as in cluster_namespaces)
 SWITCH="$PREFIX-sw"
+TCP_SYSCTL=/proc/sys/net/ipv4 # in a namespace: its own TCP settings
 MPIEXEC="${MPIEXEC:-mpiexec.mpich}"
 
 die() {
@@ -224,7 +229,7 @@ print(f"{8 * n / t / 1e9:.2f}")' "$(host_ip 2)" "$port" "$bytes"
 }
 
 up() {
-    local n=$1 rate=10gbit delay=0 loss=0 check=1 pin=0 mtu=1500
+    local n=$1 rate=10gbit delay=0 loss=0 check=1 pin=0 mtu=1500 cc=reno
     shift
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 2 ] && [ "$n" -le 16 ] || die "up: N must be 2 to 16 hosts, got '$n'"
     while [ $# -gt 0 ]; do
@@ -235,7 +240,8 @@ up() {
             --no-check) check=0; shift ;;
             --pin) pin=1; shift ;;
             --mtu) mtu=${2:?--mtu needs a value}; shift 2 ;;
-            *) die "up: unknown option '$1' (known: --rate --delay --loss --mtu --pin --no-check)" ;;
+            --cc) cc=${2:?--cc needs a value}; shift 2 ;;
+            *) die "up: unknown option '$1' (known: --rate --delay --loss --mtu --cc --pin --no-check)" ;;
         esac
     done
     [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 68 ] && [ "$mtu" -le 65535 ] ||
@@ -271,6 +277,10 @@ up() {
         in_ns "$ns" ip link set lo up
         in_ns "$ns" ip link add eth0 mtu "$mtu" type veth peer name "port$i" mtu "$mtu" netns "$SWITCH"
         in_ns "$ns" ip addr add "$(host_ip "$i")/24" dev eth0
+        [ "$cc" = system ] || in_ns "$ns" sh -c "echo '$cc' > $TCP_SYSCTL/tcp_congestion_control" 2> /dev/null ||
+            die "up: --cc $cc: a namespace may not use it here (built in:" \
+                "$(cat $TCP_SYSCTL/tcp_available_congestion_control); a namespace may choose from" \
+                "$(cat $TCP_SYSCTL/tcp_allowed_congestion_control))"
         in_ns "$ns" ip link set eth0 up
         in_ns "$SWITCH" ip link set "port$i" master br0
         in_ns "$SWITCH" ip link set "port$i" up
@@ -306,8 +316,9 @@ EOF
     chmod +x "$STATE/launcher"
     # the MTU as host 1's eth0 reports it (what the link really uses)
     mtu=$(in_ns "$(host_ns 1)" ip -o link show dev eth0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
-    printf 'rate=%s burst=%s delay=%s loss=%s mtu=%s pin=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" "$mtu" \
-        "$pin" > "$STATE/link"
+    cc=$(in_ns "$(host_ns 1)" cat $TCP_SYSCTL/tcp_congestion_control)  # what the hosts really use
+    printf 'rate=%s burst=%s delay=%s loss=%s mtu=%s cc=%s pin=%s\n' "$rate" "${burst:-none}" "$delay" "$loss" \
+        "$mtu" "$cc" "$pin" > "$STATE/link"
     echo "$n" > "$STATE/hosts"
     echo "cluster.sh: $n hosts up ($(host_ip 1) ... $(host_ip "$n")), link $(cat "$STATE/link")"
     if [ "$check" = 1 ]; then

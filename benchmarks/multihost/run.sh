@@ -25,7 +25,8 @@
 #   LOCK_WAIT [900] seconds to wait for the cluster lock  OUT_DIR [benchmarks/multihost/results]
 #   PYTHON [/usr/bin/python3, the one with Debian's python3-torch]  PNG [1]: also the plot
 #   PIN [1]: `cluster.sh up --pin`, each host on CPUs of its own as separate machines are (0: the hosts
-#   share every CPU, each believing it has them all)
+#   share every CPU, each believing it has them all)  CC [reno]: the hosts' TCP congestion control
+#   (`cluster.sh up --cc`; "system" keeps the machine's)
 # Output: OUT_DIR/multihost_raw.txt (every line of every launch, prefixed with its context),
 # OUT_DIR/multihost.csv (one row per measurement), OUT_DIR/multihost_summary.txt (the tables) and
 # OUT_DIR/multihost.png. The simulated cluster is global to the machine: every cluster session holds the
@@ -64,6 +65,7 @@ OUT_DIR=${OUT_DIR:-$here/results}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PNG=${PNG:-1}
 PIN=${PIN:-1}
+CC=${CC:-reno}
 
 die() {
     echo "run.sh: $*" >&2
@@ -141,7 +143,7 @@ cluster_up() {
     owned=1
     local pin=()
     [ "$PIN" = 0 ] || pin=(--pin)
-    if ! out=$("$cluster" up 2 --rate "$rate" "${pin[@]}" 9>&- 2>&1); then
+    if ! out=$("$cluster" up 2 --rate "$rate" --cc "$CC" "${pin[@]}" 9>&- 2>&1); then
         echo "$out" | sed "s/^/round=$round rate=$rate | /" >> "$RAW"
         log "round=$round rate=$rate | session status=up_failed: $(echo "$out" | tail -1)"
         cluster_down
