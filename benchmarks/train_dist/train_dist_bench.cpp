@@ -803,9 +803,15 @@ int main(int argc, char** argv) {
         }
         return 0;
     }
+    std::vector<bool> overlap_values;  // checked before anything runs: a typo must not measure "off" twice
     for (const auto& ov : dtrain::bench::split(overlaps)) {
+        if (ov != "0" && ov != "1" && ov != "off" && ov != "on")
+            usage("--overlap takes a list of 0/off and 1/on, got '" + ov + "' in '" + overlaps + "'");
+        overlap_values.push_back(ov == "1" || ov == "on");
+    }
+    for (const bool overlap : overlap_values) {
         dtrain::SyncOptions o = base;
-        o.overlap = ov == "1";
+        o.overlap = overlap;
         for (const auto& p : dtrain::bench::split(policies)) {
             with_policy(p, [&](auto tag) {
                 using Comm = typename decltype(tag)::type;
