@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
@@ -44,6 +45,26 @@ DTRAIN_AVX2_FMA inline __m256i lane_mask(std::size_t n) {
 // Output channels per forward tile: the weights are packed in blocks of this many (the last block may be
 // narrower) by pack_direct_weights().
 constexpr std::size_t direct_block = 4;
+
+// Calls f(std::integral_constant<int, B>{}, i) for each block [i, i + B) of [0, total): blocks of
+// direct_block, the last one narrower (B = min(direct_block, total - i)). The one place where a block's
+// size becomes a template argument: the channel blocks of the forward pass and of the weight gradient, and
+// the tap blocks of the input gradient.
+template <class F>
+inline void for_each_direct_block(std::size_t total, F&& f) {
+    static_assert(direct_block == 4, "for_each_direct_block dispatches blocks of 1 to 4");
+    for (std::size_t i = 0; i < total; i += direct_block) {
+        const std::size_t b = total - i < direct_block ? total - i : direct_block;
+        if (b == 4)
+            f(std::integral_constant<int, 4>{}, i);
+        else if (b == 3)
+            f(std::integral_constant<int, 3>{}, i);
+        else if (b == 2)
+            f(std::integral_constant<int, 2>{}, i);
+        else
+            f(std::integral_constant<int, 1>{}, i);
+    }
+}
 
 /// Packs the [rows, cols] matrix whose element (r, k) is w[r * rs + k * cs] in blocks of 4 rows: block b
 /// (rows [4b, 4b + rb), rb = min(4, rows - 4b)) holds, at w_packed + 4b * cols, its values column by
@@ -172,22 +193,10 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_forward(const float* x, std::size_t n
                                                    const float* w_packed, std::size_t out, const float* bias,
                                                    const std::size_t* off, float* y) {
     const std::size_t pos = g.positions(), fan_in = g.c * g.kh * g.kw;
-    for (std::size_t o = 0; o < out; o += direct_block) {
-        const float* wb = w_packed + o * fan_in;
-        switch (out - o < direct_block ? out - o : direct_block) {
-            case 4:
-                direct_fwd_channels<4>(x, n, g, off, wb, out, bias + o, y + o * pos);
-                break;
-            case 3:
-                direct_fwd_channels<3>(x, n, g, off, wb, out, bias + o, y + o * pos);
-                break;
-            case 2:
-                direct_fwd_channels<2>(x, n, g, off, wb, out, bias + o, y + o * pos);
-                break;
-            default:
-                direct_fwd_channels<1>(x, n, g, off, wb, out, bias + o, y + o * pos);
-        }
-    }
+    for_each_direct_block(out, [&](auto cb, std::size_t o) {
+        direct_fwd_channels<decltype(cb)::value>(x, n, g, off, w_packed + o * fan_in, out, bias + o,
+                                                 y + o * pos);
+    });
 }
 
 #endif  // DTRAIN_DIRECT_CONV

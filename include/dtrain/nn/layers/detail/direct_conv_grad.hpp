@@ -99,21 +99,10 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size
                                                        const float* dy, std::size_t out,
                                                        const std::size_t* off, float* dw) {
     const std::size_t fan_in = g.c * g.kh * g.kw, pos = g.positions();
-    for (std::size_t o = 0; o < out; o += direct_block) {  // the channel blocks of direct_conv_forward
-        switch (out - o < direct_block ? out - o : direct_block) {
-            case 4:
-                direct_dw_channels<4>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            case 3:
-                direct_dw_channels<3>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            case 2:
-                direct_dw_channels<2>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-                break;
-            default:
-                direct_dw_channels<1>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
-        }
-    }
+    // the channel blocks of direct_conv_forward
+    for_each_direct_block(out, [&](auto cb, std::size_t o) {
+        direct_dw_channels<decltype(cb)::value>(x, n, g, dy + o * pos, out, off, dw + o * fan_in);
+    });
 }
 
 // The input-gradient tile of a block of TB taps (offsets `off`, packed weights wb) for one sample (dY dy,
@@ -124,7 +113,7 @@ template <int TB>
 struct DirectDxTile {
     const float* dy;
     std::size_t pos;
-    std::size_t out;
+    std::size_t channels;
     const float* wb;
     float* dx;
     const std::size_t* off;
@@ -133,15 +122,15 @@ struct DirectDxTile {
     DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
                              __m256i m) const {
         const float *d0 = dy + outp, *w = wb;
-        const std::size_t channels = out, stride = pos;
+        const std::size_t nc = channels, stride = pos;
         __m256 acc[TB][NV];
         for (int t = 0; t < TB; ++t)
             for (int v = 0; v < NV; ++v)
                 acc[t][v] = _mm256_setzero_ps();
         std::size_t o = 0;
-        do  // out >= 1 (see DirectFwdTile)
+        do  // channels >= 1 (see DirectFwdTile)
             direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
-        while (++o < channels);
+        while (++o < nc);
         for (int t = 0; t < TB; ++t)  // in order: the vectors of neighbouring taps overlap
             for (int v = 0; v < NV; ++v) {
                 float* d = dx + in + off[t] + v * vin;
@@ -167,22 +156,10 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_input_grad(const float* dy, std::size
         const float* dys = dy + s * out * pos;
         float* dxs = dx + s * in_sample;
         std::fill(dxs, dxs + in_sample, 0.0f);
-        for (std::size_t t = 0; t < fan_in; t += direct_block) {
-            const float* wb = w_packed + t * out;
-            switch (fan_in - t < direct_block ? fan_in - t : direct_block) {
-                case 4:
-                    direct_sample_tiles(g, DirectDxTile<4>{dys, pos, out, wb, dxs, off + t});
-                    break;
-                case 3:
-                    direct_sample_tiles(g, DirectDxTile<3>{dys, pos, out, wb, dxs, off + t});
-                    break;
-                case 2:
-                    direct_sample_tiles(g, DirectDxTile<2>{dys, pos, out, wb, dxs, off + t});
-                    break;
-                default:
-                    direct_sample_tiles(g, DirectDxTile<1>{dys, pos, out, wb, dxs, off + t});
-            }
-        }
+        for_each_direct_block(fan_in, [&](auto tb, std::size_t t) {
+            direct_sample_tiles(
+                g, DirectDxTile<decltype(tb)::value>{dys, pos, out, w_packed + t * out, dxs, off + t});
+        });
     }
 }
 
