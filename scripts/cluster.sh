@@ -46,9 +46,11 @@
 # endpoint sees the drop and, to flush, opens a new connection whose handshake the first rank (now blocked
 # in the PMI barrier) never answers (UCX issue 8738). No UCX or MPICH 4.0.2 setting tried avoids it
 # (UCX_TCP_PUT_ENABLE=n: 9 of 10 quickstart runs hung; UCX_TCP_MAX_CONN_RETRIES=1: 8 of 10; =0 breaks
-# MPI_Init). Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40 quickstart runs. So use an
-# Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`. --delay and --loss need the netem
-# qdisc and refuse to start without it. Some kernels have no way to delay at all: the one this was written
+# MPI_Init). MPICH fixed it upstream: pull request 6596 (July 2023, after 4.1.2) took that PMI barrier out
+# of the UCX netmod's finalize, because a rank blocked in it keeps the others' ucp_disconnect_nb from
+# completing; Debian 12 ships 4.0.2. Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40
+# quickstart runs. So use an Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`.
+# --delay and --loss need the netem qdisc and refuse to start without it. Some kernels have no way to delay at all: the one this was written
 # on (6.18, /proc/config.gz) has tbf, htb, ingress, cls_bpf and act_mirred but neither netem nor fq nor etf
 # (CONFIG_NET_SCH_NETEM, _FQ, _ETF unset), so not even a BPF program that sets departure times (which fq
 # or etf would honour) can add delay there.
