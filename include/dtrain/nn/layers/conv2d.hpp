@@ -277,7 +277,7 @@ private:
     void direct_input_grad([[maybe_unused]] const T* grad_out, [[maybe_unused]] T* grad_in) {
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>) {
-            detail::pack_direct_weights(w_, fan_in(), out_, 1, fan_in(), wt_.data());
+            detail::pack_direct_dx_weights(w_, g_, out_, wt_.data());
             detail::direct_conv_input_grad(grad_out, n_, g_, wt_.data(), out_, offsets_.data(), grad_in);
         }
 #endif

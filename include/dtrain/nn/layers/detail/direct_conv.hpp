@@ -68,8 +68,8 @@ inline void for_each_direct_block(std::size_t total, F&& f) {
 
 /// Packs the [rows, cols] matrix whose element (r, k) is w[r * rs + k * cs] in blocks of 4 rows: block b
 /// (rows [4b, 4b + rb), rb = min(4, rows - 4b)) holds, at w_packed + 4b * cols, its values column by
-/// column: [cols][rb]. Weights w [out, fan_in] for direct_conv_forward: (w, out, fan_in, fan_in, 1); their
-/// transpose for direct_conv_input_grad (tap blocks over the channels): (w, fan_in, out, 1, fan_in).
+/// column: [cols][rb]. Weights w [out, fan_in] for direct_conv_forward: (w, out, fan_in, fan_in, 1); for
+/// direct_conv_input_grad, pack_direct_dx_weights() packs their transpose, column group by column group.
 inline void pack_direct_weights(const float* w, std::size_t rows, std::size_t cols, std::size_t rs,
                                 std::size_t cs, float* w_packed) {
     for (std::size_t r0 = 0; r0 < rows; r0 += direct_block) {

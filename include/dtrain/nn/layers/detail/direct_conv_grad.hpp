@@ -142,24 +142,39 @@ struct DirectDxTile {
     }
 };
 
+/// Packs w [out, fan_in] for direct_conv_input_grad(): the taps ordered by kernel column kj, then (ci, ki),
+/// in kw groups of c * kh taps, each group laid out in blocks of 4 taps as pack_direct_weights() lays out
+/// rows. The 4 taps of a block then meet dX at the same column, where the vectors of taps of neighbouring
+/// columns would overlap by 1-7 lanes and each load of dX would wait for the store before it.
+inline void pack_direct_dx_weights(const float* w, const ConvGeometry& g, std::size_t out, float* w_packed) {
+    const std::size_t group = g.c * g.kh, fan_in = group * g.kw;
+    for (std::size_t kj = 0; kj < g.kw; ++kj)
+        pack_direct_weights(w + kj, group, out, g.kw, fan_in, w_packed + kj * group * out);
+}
+
 /// Input gradient of a stride-1, unpadded convolution of geometry `g`: WRITES dx [n, c, h, w] = the sum
 /// over output channels o and positions (i, j) of dy[s][o][i][j] * w[o][ci][ki][kj] at x's element
-/// [s][ci][i + ki][j + kj], for dy NCHW [n, out, oh, ow]. `w_packed` holds the weights in tap blocks, as
-/// pack_direct_weights(w, fan_in, out, 1, fan_in, w_packed) left them, and `off` the taps as tap_offsets()
-/// left them. Requires direct_conv_available(). Deterministic: a fixed order of sums, within float rounding
-/// of W^T * dY + col2im.
+/// [s][ci][i + ki][j + kj], for dy NCHW [n, out, oh, ow]. `w_packed` holds the weights as
+/// pack_direct_dx_weights() left them, and `off` the taps as tap_offsets() left them. Requires
+/// direct_conv_available(). Deterministic: a fixed order of sums, within float rounding of W^T * dY +
+/// col2im.
 DTRAIN_AVX2_KERNEL inline void direct_conv_input_grad(const float* dy, std::size_t n, const ConvGeometry& g,
                                                       const float* w_packed, std::size_t out,
                                                       const std::size_t* off, float* dx) {
-    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, fan_in = g.c * g.kh * g.kw;
+    const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, group = g.c * g.kh;
     for (std::size_t s = 0; s < n; ++s) {  // a sample's dY and dX stay in L1 across its tap blocks
         const float* dys = dy + s * out * pos;
         float* dxs = dx + s * in_sample;
         std::fill(dxs, dxs + in_sample, 0.0f);
-        for_each_direct_block(fan_in, [&](auto tb, std::size_t t) {
-            direct_sample_tiles(
-                g, DirectDxTile<decltype(tb)::value>{dys, pos, out, w_packed + t * out, dxs, off + t});
-        });
+        for (std::size_t kj = 0; kj < g.kw; ++kj)
+            for_each_direct_block(group, [&](auto tb, std::size_t q) {
+                constexpr int TB = decltype(tb)::value;
+                std::size_t block_off[TB];  // taps q.. of column kj: standard index (ci * kh + ki) * kw + kj
+                for (int i = 0; i < TB; ++i)
+                    block_off[i] = off[(q + i) * g.kw + kj];
+                direct_sample_tiles(
+                    g, DirectDxTile<TB>{dys, pos, out, w_packed + (kj * group + q) * out, dxs, block_off});
+            });
     }
 }
 
