@@ -50,10 +50,10 @@
 # of the UCX netmod's finalize, because a rank blocked in it keeps the others' ucp_disconnect_nb from
 # completing; Debian 12 ships 4.0.2. Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40
 # quickstart runs. So use an Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`.
-# --delay and --loss need the netem qdisc and refuse to start without it. Some kernels have no way to delay at all: the one this was written
-# on (6.18, /proc/config.gz) has tbf, htb, ingress, cls_bpf and act_mirred but neither netem nor fq nor etf
-# (CONFIG_NET_SCH_NETEM, _FQ, _ETF unset), so not even a BPF program that sets departure times (which fq
-# or etf would honour) can add delay there.
+# --delay and --loss need the netem qdisc and refuse to start without it. Some kernels have no way to delay
+# at all: the one this was written on (6.18, /proc/config.gz) has tbf, htb, ingress, cls_bpf and act_mirred
+# but neither netem nor fq nor etf (CONFIG_NET_SCH_NETEM, _FQ, _ETF unset), so not even a BPF program that
+# sets departure times (which fq or etf would honour) can add delay there.
 # State (hostfile, launcher, settings) lives in ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}. Only the
 # namespaces named dtrain-cl-* are ever created or deleted; the machine's own interfaces are not touched.
 #

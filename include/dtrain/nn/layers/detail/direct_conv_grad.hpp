@@ -131,7 +131,7 @@ struct DirectDxTile {
         do  // channels >= 1 (see DirectFwdTile)
             direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
         while (++o < nc);
-        for (int t = 0; t < TB; ++t)  // in order: the vectors of neighbouring taps overlap
+        for (int t = 0; t < TB; ++t)  // in order: taps ki and ki + 1 of a column meet at vectors v + 1 and v
             for (int v = 0; v < NV; ++v) {
                 float* d = dx + in + off[t] + v * vin;
                 if (MaskAll || (MaskLast && v + 1 == NV))
