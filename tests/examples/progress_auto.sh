@@ -29,19 +29,25 @@ if ! grep -q '^epoch' "$tmp/batch.txt"; then
     echo "FAIL: the batch run's file has no epoch lines"
     status=1
 fi
-# The bar's rate is the job's (all ranks), as the epoch line's: in the terminal run, the bar's last rate of
-# the last epoch within a factor 1.4 of that epoch's line (a rate of rank 0 alone would be half of it).
+# The bar's rate is the job's (all ranks), as the epoch line's: in the terminal run, each epoch's last bar
+# rate over that epoch's line, whose median over the epochs is within a factor 1.4 of 1 (a rate of rank 0
+# alone would be half). The line divides by the slowest rank's time, the bar by rank 0's, so a rank that
+# is descheduled for a moment moves the pair apart: with batches of 8 (a fraction of a millisecond per
+# epoch) one epoch's pair passed 1.4 in 1 of 20 runs, and even the median of 9 epochs in 1 of 40. The test
+# runs batches of 1 (60 steps per rank and epoch); their median stayed within 1.18 in 40 runs made while
+# other tests ran.
 if ! python3 - "$tmp/terminal.txt" << 'PY'; then status=1; fi
-import re, sys
+import re, statistics, sys
 text = open(sys.argv[1], errors="replace").read().replace("\x1b[K", "").replace("\r", "\n")
-bars = re.findall(r"epoch (\d+)/\d+ \[.*?(\d+) samples/s ETA", text)
-lines = re.findall(r"^epoch +(\d+)/\d+ .*?([\d.]+) samples/s$", text, re.M)
-if not bars or not lines:
+bars = dict(re.findall(r"epoch (\d+)/\d+ \[.*?(\d+) samples/s ETA", text))  # the last bar of each epoch
+lines = dict(re.findall(r"^epoch +(\d+)/\d+ .*?([\d.]+) samples/s$", text, re.M))
+epochs = [e for e in lines if e in bars]
+if not epochs:
     sys.exit("FAIL: cannot find the bar's and the epoch line's rates")
-epoch, line_rate = lines[-1][0], float(lines[-1][1])
-bar_rate = [float(r) for e, r in bars if e == epoch][-1]
-print(f"epoch {epoch}: bar {bar_rate:.0f} samples/s, epoch line {line_rate:.0f} samples/s")
-if not (line_rate / 1.4 <= bar_rate <= line_rate * 1.4):
+ratios = [float(bars[e]) / float(lines[e]) for e in epochs]
+median = statistics.median(ratios)
+print("bar / epoch line rate per epoch:", " ".join(f"{r:.2f}" for r in ratios), f"(median {median:.2f})")
+if not (1 / 1.4 <= median <= 1.4):
     sys.exit("FAIL: the bar's rate is not the job's")
 PY
 for f in terminal batch; do echo "--- $f run:"; tr '\r' '\n' < "$tmp/$f.txt" | tail -n 4; done
