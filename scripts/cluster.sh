@@ -131,6 +131,12 @@ print(int(v / 8 if m.group(3) == "bit" else v))
 EOF2
 }
 
+# The Gbit/s that the bulk transfer of `cluster.sh up` achieved, read from that command's output ($1); empty
+# when up ran with --no-check.
+cluster_achieved_gbit() {
+    sed -n 's/.*transfer host 1 -> host 2: \([0-9.]*\) Gbit.*/\1/p' <<< "$1"
+}
+
 # Sourced: only the above.
 [ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 

@@ -58,7 +58,7 @@ rows_b2b=12
 raw=$(mktemp)
 log=$(mktemp)
 up=$("$cluster" up 2 --rate "$RATE" --pin 9>&- 2>&1) || die "cluster.sh up failed: $up"
-gbit=$(echo "$up" | sed -n 's/.*transfer host 1 -> host 2: \([0-9.]*\) Gbit.*/\1/p')
+gbit=$(cluster_achieved_gbit "$up")
 mkdir -p "$(dirname "$OUT")"
 {
     echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores;" \
@@ -105,10 +105,11 @@ done
     echo "# raw: $header,algbw_GBps,busbw_GBps,mean_us"
     sed 's/^/# /' "$raw"
 } >> "$OUT"
-python3 - "$raw" "$RATE" "$gbit" >> "$OUT" << 'EOF'
+python3 - "$raw" "$RATE" "$gbit" "$root/benchmarks/multihost" >> "$OUT" << 'EOF'
 import csv, statistics, sys
-raw, rate, gbit = sys.argv[1], sys.argv[2], float(sys.argv[3] or "nan")
-nominal = float(rate[:-4]) * {"gbit": 1e9, "mbit": 1e6}[rate[-4:]]
+raw, rate, gbit = sys.argv[1], sys.argv[2], sys.argv[3] or "nan"
+sys.path.insert(0, sys.argv[4])
+from summarize import floor_ms  # the wire floor of the multihost benchmark
 rows = {}
 for r in csv.reader(open(raw)):
     _, mpi, mode, algo, _, nbytes, _, _, median_us = r[:9]
@@ -118,8 +119,8 @@ print("| mode | bytes | algorithm | MPI | median ms | / nominal floor | / achiev
 print("|---|---:|---|---|---:|---:|---:|---:|")
 for (mode, nbytes, algo, mpi), t in sorted(rows.items()):
     ms = statistics.median(t) / 1e3
-    floor_nom = 8 * nbytes / nominal * 1e3  # 2 ranks: each sends 2 (p-1)/p x bytes = bytes
-    floor_got = 8 * nbytes / (gbit * 1e9) * 1e3
+    floor_nom = floor_ms(nbytes, 2, rate)
+    floor_got = floor_ms(nbytes, 2, f"{gbit}gbit") or float("nan")
     print(f"| {mode} | {nbytes} | {algo} | {mpi} | {ms:.3f} | {ms / floor_nom:.2f} | "
           f"{ms / floor_got:.2f} | {len(t)} |")
 EOF

@@ -150,7 +150,7 @@ cluster_up() {
         return 1
     fi
     echo "$out" | sed "s/^/round=$round rate=$rate | /" >> "$RAW"
-    link_gbit=$(echo "$out" | sed -n 's/.*transfer host 1 -> host 2: \([0-9.]*\) Gbit.*/\1/p')
+    link_gbit=$(cluster_achieved_gbit "$out")
     link_gbit=${link_gbit:-nan}
     log "round=$round rate=$rate | session status=up link_gbit=$link_gbit load=$(cut -d' ' -f1 /proc/loadavg)" \
         "($(tail -1 <<< "$out"))"

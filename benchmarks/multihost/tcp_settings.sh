@@ -49,7 +49,7 @@ mkdir -p "$(dirname "$OUT")"
 } > "$OUT"
 for rate in $RATES; do
     up=$("$cluster" up 2 --rate "$rate" --pin 9>&- 2>&1)
-    gbit=$(echo "$up" | sed -n 's/.*transfer host 1 -> host 2: \([0-9.]*\) Gbit.*/\1/p')
+    gbit=$(cluster_achieved_gbit "$up")
     for round in $(seq "$ROUNDS"); do
         order=$(seq 0 $((${#settings[@]} - 1)))
         [ $((round % 2)) = 1 ] || order=$(echo "$order" | tac)
@@ -70,24 +70,23 @@ for rate in $RATES; do
     done
     "$cluster" down > /dev/null
 done
-python3 - "$raw" >> "$OUT" << 'EOF'
+python3 - "$raw" "$here" >> "$OUT" << 'EOF'
 import csv, statistics, sys
+sys.path.insert(0, sys.argv[2])
+from summarize import floor_ms  # the wire floor of the multihost benchmark
 rows = {}
 gbits = {}
 for r in csv.reader(open(sys.argv[1])):
     rate, gbit, setting, _, algo, ranks, nbytes, _, _, median_us = r[:10]
     gbits[rate] = gbit
     rows.setdefault((rate, setting, algo, int(nbytes)), []).append(float(median_us))
-def nominal(rate):
-    v, unit = float(rate[:-4]), rate[-4:]
-    return v * {"gbit": 1e9, "mbit": 1e6}[unit]
 print("| rate | achieved Gbit/s | setting | algorithm | bytes | median ms | / nominal floor | / achieved floor | rounds |")
 print("|---|---:|---|---|---:|---:|---:|---:|---:|")
 for (rate, setting, algo, nbytes), t in sorted(rows.items()):
     ms = statistics.median(t) / 1e3
-    floor_nom = 8 * nbytes / nominal(rate) * 1e3   # 2 ranks: each sends 2 (p-1)/p x bytes = bytes
+    floor_nom = floor_ms(nbytes, 2, rate)
     got = float(gbits[rate]) if gbits[rate] else float("nan")
-    floor_got = 8 * nbytes / (got * 1e9) * 1e3
+    floor_got = floor_ms(nbytes, 2, f"{got}gbit") or float("nan")
     print(f"| {rate} | {got:.2f} | {setting} | {algo} | {nbytes} | {ms:.3f} | {ms / floor_nom:.2f} | "
           f"{ms / floor_got:.2f} | {len(t)} |")
 EOF
