@@ -6,6 +6,7 @@
 //
 // Usage: OPENBLAS_NUM_THREADS=1 bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer]
 //                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
+//                                                      [--dense-blas]
 // Output, one record per line (whitespace-separated, for compare.sh):
 //   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
 //   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN|TT> <GFLOP/s>      each layer GEMM at batch B, as run
@@ -16,6 +17,7 @@
 // GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's
 // 1x1 maps) counts the skipped work as done, as FLOP counters and vendor libraries report it.
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
+// --dense-blas runs Dense<float> on BLAS sgemm where its AVX-512 kernels would run (the before of a change).
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
@@ -48,6 +50,7 @@ struct Gemm {
     double nominal =
         1.0;              // nominal FLOP / executed FLOP (> 1 when a Conv2d skips taps that see only padding)
     bool direct = false;  // the layer computes this product with its direct kernels, not a GEMM
+    bool avx512 = false;  // Dense<float> computes it with detail::gemm_avx512 (and transposes), not BLAS
     double flop() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -59,7 +62,19 @@ double gemm_rate(const Gemm& g, int reps) {
         for (auto& x : *v)
             x = float(rng.uniform()) - 0.5f;
     const std::size_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+    std::vector<float> bt(g.avx512 && g.tb ? g.k * g.m : 0), ct(bt.empty() ? 0 : g.m * g.n);
     auto once = [&] {
+#ifdef DTRAIN_X86_DISPATCH
+        if (g.avx512 && g.tb) {  // as Dense's forward pass: C^T = B * A^T, A^T and C^T in scratch
+            dtrain::detail::transpose_avx512(g.m, g.k, a.data(), g.k, bt.data(), g.m, nullptr);
+            dtrain::detail::gemm_avx512(false, g.n, g.m, g.k, b.data(), g.k, 1, bt.data(), g.m, ct.data(),
+                                        g.m);
+            return dtrain::detail::transpose_avx512(g.n, g.m, ct.data(), g.m, c.data(), g.n, nullptr);
+        }
+        if (g.avx512)
+            return dtrain::detail::gemm_avx512(g.pass == "dW", g.m, g.n, g.k, a.data(), g.ta ? 1 : g.k,
+                                               g.ta ? g.m : 1, b.data(), g.n, c.data(), g.n);
+#endif
         dtrain::detail::gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
                              g.n);
     };
@@ -103,9 +118,10 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f, ddx}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
-        out.push_back({d->name(), {"fwd", n, fo, fi, false, true}});
-        out.push_back({d->name(), {"dW", fo, fi, n, true, false}});
-        if (grad_in) out.push_back({d->name(), {"dX", n, fi, fo, false, false}});
+        const bool k512 = dtrain::detail::dense_avx512_available();
+        out.push_back({d->name(), {"fwd", n, fo, fi, false, true, 1.0, false, k512}});
+        out.push_back({d->name(), {"dW", fo, fi, n, true, false, 1.0, false, k512}});
+        if (grad_in) out.push_back({d->name(), {"dX", n, fi, fo, false, false, 1.0, false, k512}});
     } else if (const auto* r = dynamic_cast<const dtrain::Residual<float>*>(&layer)) {
         dtrain::Shape s = in;
         for (std::size_t i = 0; i < r->num_layers(); ++i) {
@@ -163,7 +179,7 @@ double run_steps(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size
 [[noreturn]] void usage(const std::string& error) {
     if (!error.empty()) std::cerr << "bench_train_throughput: " << error << "\n";
     std::cerr << "usage: bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer] [--steps N] "
-                 "[--reps R] [--batch B] [--no-gemm]\n";
+                 "[--reps R] [--batch B] [--no-gemm] [--dense-blas]\n";
     std::exit(error.empty() ? 0 : 2);
 }
 
@@ -185,6 +201,10 @@ int main(int argc, char** argv) {
         if (a == "--help" || a == "-h") usage("");
         if (a == "--no-gemm") {
             gemms = false;
+            continue;
+        }
+        if (a == "--dense-blas") {  // Dense<float> on BLAS sgemm even where its AVX-512 kernels could run
+            dtrain::detail::dense_avx512_enabled() = false;
             continue;
         }
         if (i + 1 >= argc) usage("missing value after " + a);
@@ -231,7 +251,8 @@ int main(int argc, char** argv) {
             if (gemms)
                 std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s%s\n", name.c_str(), i, g.pass.c_str(),
                             g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str(),
-                            g.direct ? " (runs direct, not as this GEMM)" : "");
+                            g.direct ? " (runs direct, not as this GEMM)"
+                                     : (g.avx512 ? " (AVX-512 kernel, as Dense runs it)" : ""));
             flop_train += g.flop() * g.nominal / double(b);
             if (gemms) bound_train += g.flop() / (rate * 1e9);
             if (g.pass == "fwd") {

@@ -1,7 +1,8 @@
 #pragma once
 
 /// @file
-/// What this CPU runs, asked once, and the run-time dispatch of dtrain's own float loops to AVX2 + FMA code.
+/// What this CPU runs, asked once, and the run-time dispatch of dtrain's own float loops to AVX2 + FMA code
+/// (and of the dense layer's products to AVX-512, nn/layers/detail/dense_gemm.hpp).
 /// dtrain is compiled for the baseline of its target (SSE2 on x86-64, so that one binary runs everywhere);
 /// its convolution kernels (nn/layers/detail/direct_conv*.hpp, implicit_conv_kernels.hpp) are written for
 /// AVX2 + FMA and the element-wise passes of layers and optimizers run through with_avx2(), both chosen at
@@ -18,6 +19,10 @@
 /// it into its caller: inlined into a large flattened function, the direct convolution kernel's register
 /// tile ran at half its speed.
 #define DTRAIN_AVX2_KERNEL __attribute__((target("avx2,fma"), noinline))
+/// Compiles a function for AVX-512F (with AVX2 and FMA); call it only when detail::cpu_has_avx512f().
+#define DTRAIN_AVX512 __attribute__((target("avx512f,avx2,fma")))
+/// DTRAIN_AVX512 kept out of line: a kernel entry point (the dense layer's GEMM and transposes).
+#define DTRAIN_AVX512_KERNEL __attribute__((target("avx512f,avx2,fma"), noinline))
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -49,6 +54,16 @@ __attribute__((target("avx2"), flatten)) inline void call_avx2(F& f) {
     f();
 }
 #endif
+
+/// True when this CPU runs AVX-512F instructions as well as AVX2 and FMA (asked once).
+inline bool cpu_has_avx512f() noexcept {
+#ifdef DTRAIN_X86_DISPATCH
+    static const bool ok = cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f");
+    return ok;
+#else
+    return false;
+#endif
+}
 
 /// Whether with_avx2() may choose its AVX2 code (true unless set false): a test's switch to compare the two.
 inline bool& avx2_dispatch_enabled() noexcept {

@@ -5,18 +5,24 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
 namespace dtrain {
 
 /// Fully connected layer: out = in * W^T + b, with W of shape [out_features, in_features] (PyTorch's
 /// Linear layout) followed by b in the flat buffer. Input must be [batch, in_features] (use Flatten
 /// first for images). Weights are initialised by `init` (default Glorot uniform), biases to zero.
+/// Dense<float> computes its products with the AVX-512 kernels of detail/dense_gemm.hpp where the CPU has
+/// AVX-512F (each output summed in one fixed order: a sample's output does not depend on the rest of its
+/// batch), elsewhere, and for double, with BLAS gemm.
 template <class T = float>
 class Dense final : public Layer<T> {
 public:
@@ -55,6 +61,19 @@ public:
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         T* o = out.data();
+#ifdef DTRAIN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>) {
+            if (detail::dense_avx512_available()) {
+                // out^T = W * in^T, with in^T and out^T [out, n] in scratch (batch as the vector dimension).
+                xt_.resize(in_ * n);
+                ot_.resize(out_ * n);
+                detail::transpose_avx512(n, in_, in.data(), in_, xt_.data(), n, nullptr);
+                detail::gemm_avx512(false, out_, n, in_, w_, in_, 1, xt_.data(), n, ot_.data(), n);
+                detail::transpose_avx512(out_, n, ot_.data(), n, o, out_, b_);
+                return;
+            }
+        }
+#endif
         for (std::size_t r = 0; r < n; ++r)
             std::copy(b_, b_ + out_, o + r * out_);
         detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
@@ -77,39 +96,67 @@ public:
             const std::size_t rows = std::max<std::size_t>(1, chunk / in_);
             for (std::size_t hi = out_; hi > 0;) {
                 const std::size_t lo = hi > rows ? hi - rows : 0;
-                detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in.data(), in_, T(1),
-                             dw_ + lo * in_, in_);
+                weight_grad(n, lo, hi, g, in.data());
                 this->report_grads_ready(lo * in_, hi * in_);
                 hi = lo;
             }
         } else {
-            detail::gemm(true, false, out_, in_, n, T(1), g, out_, in.data(), in_, T(1), dw_, in_);
+            weight_grad(n, 0, out_, g, in.data());
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
+#ifdef DTRAIN_X86_DISPATCH
+            if constexpr (std::is_same_v<T, float>) {
+                if (detail::dense_avx512_available())
+                    return detail::gemm_avx512(false, n, in_, out_, g, out_, 1, w_, in_, grad_in.data(), in_);
+            }
+#endif
             detail::gemm(false, false, n, in_, out_, T(1), g, out_, w_, in_, T(0), grad_in.data(), in_);
         }
     }
 
-    std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
+    std::unique_ptr<Layer<T>> clone() const override {
+        return std::make_unique<Dense>(in_, out_, init_);
+    }
 
     /// Input features.
-    std::size_t in_features() const noexcept { return in_; }
+    std::size_t in_features() const noexcept {
+        return in_;
+    }
     /// Output features.
-    std::size_t out_features() const noexcept { return out_; }
+    std::size_t out_features() const noexcept {
+        return out_;
+    }
 
     /// Weight matrix view [out_features, in_features] (valid once bound to a model).
-    TensorView<T, 2> weight() { return make_view<T, 2>(w_, {out_, in_}); }
+    TensorView<T, 2> weight() {
+        return make_view<T, 2>(w_, {out_, in_});
+    }
     /// Bias view [out_features].
-    TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
+    TensorView<T, 1> bias() {
+        return make_view<T, 1>(b_, {out_});
+    }
 
 private:
+    // dW[lo, hi) += g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_].
+    void weight_grad(std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
+#ifdef DTRAIN_X86_DISPATCH
+        if constexpr (std::is_same_v<T, float>) {
+            if (detail::dense_avx512_available())
+                return detail::gemm_avx512(true, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
+                                           in_);
+        }
+#endif
+        detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in, in_, T(1), dw_ + lo * in_, in_);
+    }
+
     std::size_t in_, out_;
     Init init_;
     T* w_ = nullptr;
     T* b_ = nullptr;
     T* dw_ = nullptr;
     T* db_ = nullptr;
+    std::vector<T> xt_, ot_;  // AVX-512 forward: the input and output transposed, [in, n] and [out, n]
 };
 
 }  // namespace dtrain

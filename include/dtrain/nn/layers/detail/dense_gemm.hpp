@@ -1,0 +1,195 @@
+#pragma once
+
+/// @file
+/// The products of Dense<float> on CPUs with AVX-512F: one GEMM kernel with register tiles of 6 rows x 64
+/// columns (24 zmm accumulators), and an 8 x 8 transpose. Batch-sized products (64 rows) are where BLAS
+/// sgemm loses most to the core's FMA peak; these take the operands where they lie (no packing but the
+/// forward pass's transposed input) and sum every output in one fixed order.
+
+#include <cstddef>
+
+#include <dtrain/core/cpu.hpp>
+
+#ifdef DTRAIN_X86_DISPATCH
+#include <immintrin.h>
+#endif
+
+/// Unrolls the loop that follows completely (its trip count is a template argument): a register tile's
+/// accumulators stay in registers only when no loop indexes them at run time (without it, g++ 12 kept
+/// the dense GEMM tile's 24 accumulators in memory as well, at a third of the speed).
+#if defined(__GNUC__) && !defined(__clang__)
+#define DTRAIN_UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define DTRAIN_UNROLL _Pragma("unroll")
+#else
+#define DTRAIN_UNROLL
+#endif
+
+namespace dtrain::detail {
+
+/// Whether Dense<float> may choose the AVX-512 kernels (true unless set false): a benchmark's and a test's
+/// switch to compare them with BLAS in one process.
+inline bool& dense_avx512_enabled() noexcept {
+    static bool on = true;
+    return on;
+}
+
+/// True when Dense<float> computes its products with gemm_avx512() and transpose_avx512() instead of BLAS
+/// sgemm: x86-64 with AVX-512F, AVX2 and FMA, and dense_avx512_enabled().
+inline bool dense_avx512_available() noexcept {
+    return dense_avx512_enabled() && cpu_has_avx512f();
+}
+
+#ifdef DTRAIN_X86_DISPATCH
+
+// Rows per register tile and the columns of one strip (4 vectors of 16).
+constexpr std::size_t dense_tile_rows = 6;
+constexpr std::size_t dense_strip = 64;
+
+// One tile: rows [0, MR) x NV vectors of 16 columns of C (the last vector masked by m), C = (Acc ? C : 0) +
+// sum over p in order of A(i, p) * B(p, :). 24 accumulators, 4 loads of B and 6 broadcasts of A per p.
+template <int MR, int NV, bool Acc>
+DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::size_t ars, std::size_t aks,
+                                          const float* b, std::size_t ldb, float* c, std::size_t ldc,
+                                          __mmask16 m) {
+    __m512 acc[MR][NV];
+    DTRAIN_UNROLL
+    for (int i = 0; i < MR; ++i) {
+        DTRAIN_UNROLL
+        for (int v = 0; v < NV; ++v) {
+            const float* ci = c + i * ldc + 16 * v;
+            acc[i][v] = !Acc ? _mm512_setzero_ps()
+                             : (v + 1 == NV ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci));
+        }
+    }
+    for (std::size_t p = 0; p < k; ++p) {
+        __m512 bv[NV];
+        DTRAIN_UNROLL
+        for (int v = 0; v < NV; ++v) {
+            const float* bp = b + p * ldb + 16 * v;
+            bv[v] = v + 1 == NV ? _mm512_maskz_loadu_ps(m, bp) : _mm512_loadu_ps(bp);
+        }
+        DTRAIN_UNROLL
+        for (int i = 0; i < MR; ++i) {
+            const __m512 av = _mm512_set1_ps(a[i * ars + p * aks]);
+            DTRAIN_UNROLL
+            for (int v = 0; v < NV; ++v) {
+                acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+            }
+        }
+    }
+    DTRAIN_UNROLL
+    for (int i = 0; i < MR; ++i) {
+        DTRAIN_UNROLL
+        for (int v = 0; v < NV; ++v) {
+            float* ci = c + i * ldc + 16 * v;
+            if (v + 1 == NV)
+                _mm512_mask_storeu_ps(ci, m, acc[i][v]);
+            else
+                _mm512_storeu_ps(ci, acc[i][v]);
+        }
+    }
+}
+
+// All rows of one strip of NV vectors: tiles of 6 rows, then one of the 1-5 rows left.
+template <int NV, bool Acc>
+DTRAIN_AVX512 inline void dense_gemm_strip(std::size_t m, std::size_t k, const float* a, std::size_t ars,
+                                           std::size_t aks, const float* b, std::size_t ldb, float* c,
+                                           std::size_t ldc, __mmask16 mask) {
+    std::size_t i = 0;
+    for (; i + dense_tile_rows <= m; i += dense_tile_rows)
+        dense_gemm_tile<6, NV, Acc>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask);
+    const float* ai = a + i * ars;
+    float* ci = c + i * ldc;
+    switch (m - i) {
+        case 5:
+            return dense_gemm_tile<5, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+        case 4:
+            return dense_gemm_tile<4, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+        case 3:
+            return dense_gemm_tile<3, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+        case 2:
+            return dense_gemm_tile<2, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+        case 1:
+            return dense_gemm_tile<1, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+        default:
+            return;
+    }
+}
+
+template <bool Acc>
+DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::size_t k, const float* a,
+                                            std::size_t ars, std::size_t aks, const float* b, std::size_t ldb,
+                                            float* c, std::size_t ldc) {
+    for (std::size_t j = 0; j < n; j += dense_strip) {
+        const std::size_t w = n - j < dense_strip ? n - j : dense_strip, nv = (w + 15) / 16,
+                          last = w - 16 * (nv - 1);
+        const __mmask16 mask = last == 16 ? __mmask16(0xffff) : __mmask16((1u << last) - 1);
+        if (nv == 4)
+            dense_gemm_strip<4, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+        else if (nv == 3)
+            dense_gemm_strip<3, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+        else if (nv == 2)
+            dense_gemm_strip<2, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+        else
+            dense_gemm_strip<1, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+    }
+}
+
+/// C [m, n] (row stride ldc) = (accumulate ? C : 0) + A * B, with A(i, p) = a[i * ars + p * aks] (so either
+/// layout of A, transposed or not) and B row-major [k, n] with row stride ldb. Every element of C is summed
+/// over p = 0 .. k-1 in order by one chain of FMAs, whatever its place in C: deterministic, and a row of C
+/// does not depend on the other rows (nor a column on the other columns). Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void gemm_avx512(bool accumulate, std::size_t m, std::size_t n, std::size_t k,
+                                             const float* a, std::size_t ars, std::size_t aks, const float* b,
+                                             std::size_t ldb, float* c, std::size_t ldc) {
+    if (accumulate)
+        dense_gemm_strips<true>(m, n, k, a, ars, aks, b, ldb, c, ldc);
+    else
+        dense_gemm_strips<false>(m, n, k, a, ars, aks, b, ldb, c, ldc);
+}
+
+// y[j][i] = x[i][j] + bias[i] for the 8 x 8 block at x (row stride ldx) and y (row stride ldy); bias may be
+// null (nothing added).
+DTRAIN_AVX512 inline void dense_transpose8(const float* x, std::size_t ldx, float* y, std::size_t ldy,
+                                           const float* bias) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_ps(x + i * ldx);
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 0-3 of each 128-bit half from t[0..3], rows 4-7 from t[4..7]
+        r[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        r[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        r[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        r[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    const __m256 bv = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+        const __m256 lo = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20),
+                     hi = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
+        _mm256_storeu_ps(y + j * ldy, bias ? _mm256_add_ps(lo, bv) : lo);
+        _mm256_storeu_ps(y + (4 + j) * ldy, bias ? _mm256_add_ps(hi, bv) : hi);
+    }
+}
+
+/// y [cols, rows] (row stride ldy) = the transpose of x [rows, cols] (row stride ldx), plus bias[i] on
+/// column i of y when bias is not null: y[j][i] = x[i][j] (+ bias[i]). Blocks of 8 x 8 in registers, the
+/// edges element by element. Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t cols, const float* x,
+                                                  std::size_t ldx, float* y, std::size_t ldy,
+                                                  const float* bias) {
+    const std::size_t r8 = rows - rows % 8, c8 = cols - cols % 8;
+    for (std::size_t i = 0; i < r8; i += 8)
+        for (std::size_t j = 0; j < c8; j += 8)
+            dense_transpose8(x + i * ldx + j, ldx, y + j * ldy + i, ldy, bias ? bias + i : nullptr);
+    for (std::size_t j = 0; j < cols; ++j)
+        for (std::size_t i = j < c8 ? r8 : 0; i < rows; ++i)
+            y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
+}
+
+#endif  // DTRAIN_X86_DISPATCH
+
+}  // namespace dtrain::detail
