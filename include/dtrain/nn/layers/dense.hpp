@@ -61,7 +61,6 @@ public:
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         T* o = out.data();
-#ifdef DTRAIN_X86_DISPATCH
         if constexpr (std::is_same_v<T, float>) {
             if (detail::dense_avx512_available()) {
                 // out^T = W * in^T, with in^T and out^T [out, n] in scratch (batch as the vector dimension).
@@ -73,7 +72,6 @@ public:
                 return;
             }
         }
-#endif
         for (std::size_t r = 0; r < n; ++r)
             std::copy(b_, b_ + out_, o + r * out_);
         detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
@@ -105,48 +103,34 @@ public:
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
-#ifdef DTRAIN_X86_DISPATCH
             if constexpr (std::is_same_v<T, float>) {
                 if (detail::dense_avx512_available())
                     return detail::gemm_avx512(false, n, in_, out_, g, out_, 1, w_, in_, grad_in.data(), in_);
             }
-#endif
             detail::gemm(false, false, n, in_, out_, T(1), g, out_, w_, in_, T(0), grad_in.data(), in_);
         }
     }
 
-    std::unique_ptr<Layer<T>> clone() const override {
-        return std::make_unique<Dense>(in_, out_, init_);
-    }
+    std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
 
     /// Input features.
-    std::size_t in_features() const noexcept {
-        return in_;
-    }
+    std::size_t in_features() const noexcept { return in_; }
     /// Output features.
-    std::size_t out_features() const noexcept {
-        return out_;
-    }
+    std::size_t out_features() const noexcept { return out_; }
 
     /// Weight matrix view [out_features, in_features] (valid once bound to a model).
-    TensorView<T, 2> weight() {
-        return make_view<T, 2>(w_, {out_, in_});
-    }
+    TensorView<T, 2> weight() { return make_view<T, 2>(w_, {out_, in_}); }
     /// Bias view [out_features].
-    TensorView<T, 1> bias() {
-        return make_view<T, 1>(b_, {out_});
-    }
+    TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
 
 private:
     // dW[lo, hi) += g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_].
     void weight_grad(std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
-#ifdef DTRAIN_X86_DISPATCH
         if constexpr (std::is_same_v<T, float>) {
             if (detail::dense_avx512_available())
                 return detail::gemm_avx512(true, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
                                            in_);
         }
-#endif
         detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in, in_, T(1), dw_ + lo * in_, in_);
     }
 

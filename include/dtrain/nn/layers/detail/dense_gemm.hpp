@@ -7,6 +7,7 @@
 /// forward pass's transposed input) and sum every output in one fixed order.
 
 #include <cstddef>
+#include <stdexcept>
 
 #include <dtrain/core/cpu.hpp>
 
@@ -188,6 +189,18 @@ DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t 
     for (std::size_t j = 0; j < cols; ++j)
         for (std::size_t i = j < c8 ? r8 : 0; i < rows; ++i)
             y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
+}
+
+#else  // no kernels on this target: dense_avx512_available() is false, and these are never called
+
+inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
+                        const float*, std::size_t, float*, std::size_t) {
+    throw std::logic_error("gemm_avx512: not compiled for this target (check dense_avx512_available())");
+}
+
+inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
+                             const float*) {
+    throw std::logic_error("transpose_avx512: not compiled for this target (check dense_avx512_available())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH
