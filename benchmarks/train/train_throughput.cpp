@@ -6,10 +6,11 @@
 //
 // Usage: OPENBLAS_NUM_THREADS=1 bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer]
 //                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
-//                                                      [--dense-blas]
+//                                                      [--no-avx512-gemm]
 // Output, one record per line (whitespace-separated, for compare.sh):
 //   sgemm 1024x1024x1024 <GFLOP/s>                                      the peak the fractions refer to
 //   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN|TT> <GFLOP/s>      each layer GEMM at batch B, as run
+//                                                      (per sample or chunk, times x per step, on GemmConv)
 //   flop <model> train|infer <FLOP per sample>                          nominal Conv2d/Dense FLOP (2 per MAC)
 //   gemm_bound <model> train|infer <samples/s>              the step if it were only its products, at GEMM rates
 //   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
@@ -17,7 +18,8 @@
 // GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's
 // 1x1 maps) counts the skipped work as done, as FLOP counters and vendor libraries report it.
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
-// --dense-blas runs Dense<float> on BLAS sgemm where its AVX-512 kernels would run (the before of a change).
+// --no-avx512-gemm switches the AVX-512 GEMM kernel off (detail::gemm_avx512_enabled): Dense<float> then runs
+// BLAS sgemm and Conv2d<float> its AVX2 kernels, as on a CPU without AVX-512F (the before of a change).
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
@@ -50,8 +52,12 @@ struct Gemm {
     double nominal =
         1.0;              // nominal FLOP / executed FLOP (> 1 when a Conv2d skips taps that see only padding)
     bool direct = false;  // the layer computes this product with its direct kernels, not a GEMM
-    bool avx512 = false;  // Dense<float> computes it with detail::gemm_avx512 (and transposes), not BLAS
-    double flop() const { return 2.0 * double(m) * double(n) * double(k); }
+    bool avx512 = false;  // Dense<float> or GemmConv computes it with detail::gemm_avx512, not BLAS
+    bool accumulate = false;  // gemm_avx512 adds to C (a weight gradient, a GemmConv forward from the bias)
+    std::size_t times = 1;    // calls per step: GemmConv runs one per sample (dW: per chunk of samples)
+    // FLOP of one call, and of the product's `times` calls in a step.
+    double call_flop() const { return 2.0 * double(m) * double(n) * double(k); }
+    double flop() const { return call_flop() * double(times); }
 };
 
 // Median GFLOP/s of `g` over `reps` timings of at least ~50 ms each.
@@ -72,20 +78,20 @@ double gemm_rate(const Gemm& g, int reps) {
             return dtrain::detail::transpose_avx512(g.n, g.m, ct.data(), g.m, c.data(), g.n, nullptr);
         }
         if (g.avx512)
-            return dtrain::detail::gemm_avx512(g.pass == "dW", g.m, g.n, g.k, a.data(), g.ta ? 1 : g.k,
+            return dtrain::detail::gemm_avx512(g.accumulate, g.m, g.n, g.k, a.data(), g.ta ? 1 : g.k,
                                                g.ta ? g.m : 1, b.data(), g.n, c.data(), g.n);
 #endif
         dtrain::detail::gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
                              g.n);
     };
     once();
-    const int iters = std::max(1, int(5e-2 * 50e9 / g.flop()));  // ~50 ms at 50 GFLOP/s
+    const int iters = std::max(1, int(5e-2 * 50e9 / g.call_flop()));  // ~50 ms at 50 GFLOP/s
     std::vector<double> rates;
     for (int r = 0; r < reps; ++r) {
         const auto t0 = Clock::now();
         for (int i = 0; i < iters; ++i)
             once();
-        rates.push_back(g.flop() * iters / seconds_since(t0) / 1e9);
+        rates.push_back(g.call_flop() * iters / seconds_since(t0) / 1e9);
     }
     return median(rates);
 }
@@ -110,6 +116,19 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         const bool dfwd = dtrain::detail::use_direct_conv_forward(geo);
         const bool ddw = dtrain::detail::use_direct_conv_weight_grad(geo);
         const bool ddx = dtrain::detail::use_direct_conv_input_grad(geo);
+        if (dtrain::detail::use_gemm_conv(geo)) {  // GemmConv: per sample, dW per chunk of samples
+            const std::size_t pos = o[1] * o[2],
+                              chunk = dtrain::detail::col_chunk_samples(n, sizeof(float) * rows * pos);
+            out.push_back({c->name(), {"fwd", co, pos, rows, false, false, f, false, true, true, n}});
+            out.push_back(
+                {c->name(), {"dW", rows, co, chunk * pos, false, false, f, false, true, true, n / chunk}});
+            if (n % chunk != 0)
+                out.push_back(
+                    {c->name(), {"dW", rows, co, n % chunk * pos, false, false, f, false, true, true}});
+            if (grad_in)
+                out.push_back({c->name(), {"dX", rows, pos, co, true, false, f, false, true, false, n}});
+            return;
+        }
         if (co <= 32)
             out.push_back({c->name(), {"fwd", np, co, rows, true, true, f, dfwd}});
         else
@@ -118,9 +137,9 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         if (grad_in) out.push_back({c->name(), {"dX", rows, np, co, true, false, f, ddx}});
     } else if (const auto* d = dynamic_cast<const dtrain::Dense<float>*>(&layer)) {
         const std::size_t fi = d->in_features(), fo = d->out_features();
-        const bool k512 = dtrain::detail::dense_avx512_available();
+        const bool k512 = dtrain::detail::gemm_avx512_available();
         out.push_back({d->name(), {"fwd", n, fo, fi, false, true, 1.0, false, k512}});
-        out.push_back({d->name(), {"dW", fo, fi, n, true, false, 1.0, false, k512}});
+        out.push_back({d->name(), {"dW", fo, fi, n, true, false, 1.0, false, k512, true}});
         if (grad_in) out.push_back({d->name(), {"dX", n, fi, fo, false, false, 1.0, false, k512}});
     } else if (const auto* r = dynamic_cast<const dtrain::Residual<float>*>(&layer)) {
         dtrain::Shape s = in;
@@ -179,7 +198,7 @@ double run_steps(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size
 [[noreturn]] void usage(const std::string& error) {
     if (!error.empty()) std::cerr << "bench_train_throughput: " << error << "\n";
     std::cerr << "usage: bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer] [--steps N] "
-                 "[--reps R] [--batch B] [--no-gemm] [--dense-blas]\n";
+                 "[--reps R] [--batch B] [--no-gemm] [--no-avx512-gemm]\n";
     std::exit(error.empty() ? 0 : 2);
 }
 
@@ -203,8 +222,8 @@ int main(int argc, char** argv) {
             gemms = false;
             continue;
         }
-        if (a == "--dense-blas") {  // Dense<float> on BLAS sgemm even where its AVX-512 kernels could run
-            dtrain::detail::dense_avx512_enabled() = false;
+        if (a == "--no-avx512-gemm") {  // BLAS and the AVX2 kernels even where the AVX-512 kernel could run
+            dtrain::detail::gemm_avx512_enabled() = false;
             continue;
         }
         if (i + 1 >= argc) usage("missing value after " + a);
@@ -249,10 +268,13 @@ int main(int argc, char** argv) {
             const Gemm& g = gs[i].second;
             const double rate = gemms ? gemm_rate(g, 3) : 0.0;
             if (gemms)
-                std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s%s\n", name.c_str(), i, g.pass.c_str(),
-                            g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate, gs[i].first.c_str(),
-                            g.direct ? " (runs direct, not as this GEMM)"
-                                     : (g.avx512 ? " (AVX-512 kernel, as Dense runs it)" : ""));
+                std::printf("gemm %s %zu %s %zux%zux%zu %c%c %.1f  # %s%s%s\n", name.c_str(), i,
+                            g.pass.c_str(), g.m, g.n, g.k, g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', rate,
+                            gs[i].first.c_str(),
+                            g.direct   ? " (runs direct, not as this GEMM)"
+                            : g.avx512 ? " (AVX-512 kernel, as the layer runs it)"
+                                       : "",
+                            g.times > 1 ? (" x " + std::to_string(g.times) + " per step").c_str() : "");
             flop_train += g.flop() * g.nominal / double(b);
             if (gemms) bound_train += g.flop() / (rate * 1e9);
             if (g.pass == "fwd") {

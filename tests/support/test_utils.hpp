@@ -50,6 +50,14 @@ Tensor<T> random_tensor(const std::vector<std::size_t>& shape, Rng& rng, double 
     return t;
 }
 
+/// `n` floats uniform in [-1, 1) drawn from `rng` (the operands of the kernel tests).
+inline std::vector<float> random_floats(std::size_t n, Rng& rng) {
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = float(rng.uniform(-1, 1));
+    return v;
+}
+
 /// Largest |a - b| / max(1, |b|) over two equally long ranges.
 template <class A, class B>
 double max_rel_diff(const A& a, const B& b) {

@@ -231,6 +231,7 @@ TEST_CASE(
     // At fan-in 500 the weight gradient is a GEMM over columns unfolded a chunk of samples at a time: one
     // chunk of all 3 samples (12x12), chunks of 2 + 1 (14x14) and of 1 (20x20). The input gradient is direct
     // too, in tap blocks of 4: fan-ins with 1, 2 and 3 taps left over (25, 6, 27), one output channel.
+    // Where the CPU has AVX-512F, the fan-ins above 32 run detail::GemmConv, and again with it switched off.
     const std::vector<ConvCase> cases = {
         {1, 20, 28, 28, {5, 5}, {1, 1}, {0, 0}},  {1, 5, 11, 13, {3, 3}, {1, 1}, {0, 0}},
         {2, 7, 9, 30, {2, 3}, {1, 1}, {0, 0}},    {3, 2, 6, 5, {3, 3}, {1, 1}, {0, 0}},
@@ -251,7 +252,17 @@ TEST_CASE(
         CHECK(dtrain::detail::use_direct_conv_weight_grad(g) ==
               (thin && dtrain::detail::direct_conv_available()));
         CHECK_FALSE(dtrain::detail::use_implicit_conv(g));
-        check_float_conv(cc, rng);
+        // With AVX-512F the fan-ins above 32 run detail::GemmConv; switched off, the direct kernels above.
+        const Rng start = rng;  // both paths on the same data
+        for (const bool avx512 : {true, false}) {
+            dtrain::detail::gemm_avx512_enabled() = avx512;
+            rng = start;
+            INFO("AVX-512 GEMM enabled: " << avx512);
+            CHECK(dtrain::detail::use_gemm_conv(g) == (!thin && avx512 && dtrain::detail::cpu_has_avx512f() &&
+                                                       dtrain::detail::direct_conv_available()));
+            check_float_conv(cc, rng);
+        }
+        dtrain::detail::gemm_avx512_enabled() = true;
     }
 }
 

@@ -7,20 +7,14 @@
 #include <dtrain/core/rng.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
+#include "support/test_utils.hpp"
+
 #ifdef DTRAIN_X86_DISPATCH
 
 using dtrain::Rng;
+using dtrain::test::random_floats;
 
-namespace {
-
-std::vector<float> random_floats(std::size_t n, Rng& rng) {
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = float(rng.uniform(-1, 1));
-    return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("gemm_avx512: every element is the in-order FMA chain over k, in both layouts of A",
           "[nn][dense][avx512]") {
@@ -97,9 +91,9 @@ TEST_CASE("transpose_avx512: exact transpose, with and without a bias per source
 
 #endif  // DTRAIN_X86_DISPATCH
 
-TEST_CASE("dense_avx512_available follows the CPU and the switch", "[nn][dense]") {
-    CHECK(dtrain::detail::dense_avx512_available() == dtrain::detail::cpu_has_avx512f());
-    dtrain::detail::dense_avx512_enabled() = false;
-    CHECK_FALSE(dtrain::detail::dense_avx512_available());
-    dtrain::detail::dense_avx512_enabled() = true;
+TEST_CASE("gemm_avx512_available follows the CPU and the switch", "[nn][dense]") {
+    CHECK(dtrain::detail::gemm_avx512_available() == dtrain::detail::cpu_has_avx512f());
+    dtrain::detail::gemm_avx512_enabled() = false;
+    CHECK_FALSE(dtrain::detail::gemm_avx512_available());
+    dtrain::detail::gemm_avx512_enabled() = true;
 }

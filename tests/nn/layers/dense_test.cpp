@@ -121,9 +121,9 @@ TEST_CASE("Dense<float>: the AVX-512 kernels and BLAS both match a double refere
             v = float(rng.uniform(-0.5, 0.5));
         const Tensor<float> x = random_tensor<float>({n, in}, rng), gy = random_tensor<float>({n, out}, rng);
         for (const bool avx512 : {true, false}) {
-            dtrain::detail::dense_avx512_enabled() = avx512;
+            dtrain::detail::gemm_avx512_enabled() = avx512;
             INFO(in << " -> " << out << " batch " << n << " AVX-512 kernels "
-                    << dtrain::detail::dense_avx512_available());
+                    << dtrain::detail::gemm_avx512_available());
             const DenseRun r = run_dense(in, out, params, x, gy, 0);
             std::size_t bad_y = 0, bad_dw = 0, bad_dx = 0;
             for (std::size_t s = 0; s < n; ++s)
@@ -158,19 +158,19 @@ TEST_CASE("Dense<float>: the AVX-512 kernels and BLAS both match a double refere
             CHECK(bad_dx == 0);
             // Computed in parts of about two rows, from the last rows to the first: the same gradient.
             const DenseRun c = run_dense(in, out, params, x, gy, 2 * in);
-            if (dtrain::detail::dense_avx512_available()) {
+            if (dtrain::detail::gemm_avx512_available()) {
                 CHECK(c.dw == r.dw);
             } else {
                 CHECK(dtrain::test::max_rel_diff(c.dw, r.dw) < 1e-5);
             }
         }
-        dtrain::detail::dense_avx512_enabled() = true;
+        dtrain::detail::gemm_avx512_enabled() = true;
     }
 }
 
 TEST_CASE("Dense<float> on AVX-512: a sample's output does not depend on the rest of its batch",
           "[nn][dense][avx512]") {
-    if (!dtrain::detail::dense_avx512_available()) {
+    if (!dtrain::detail::gemm_avx512_available()) {
         WARN("this CPU has no AVX-512F: Dense<float> runs BLAS sgemm, whose blocking depends on the batch");
         return;
     }

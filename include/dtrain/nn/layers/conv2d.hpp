@@ -14,6 +14,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/detail/conv_gemm.hpp>
 #include <dtrain/nn/layers/detail/conv_layout.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/direct_conv_grad.hpp>
@@ -32,7 +33,8 @@ namespace dtrain {
 ///   nn/layers/detail/direct_conv.hpp and direct_conv_grad.hpp compute the forward pass (no columns; the
 ///   bias starts the sums), the input gradient and, with a fan-in of at most detail::direct_conv_max_fan_in,
 ///   the weight gradient. Otherwise the weight gradient is a GEMM over columns unfolded in backward a chunk
-///   of samples at a time (col_chunk_bytes, so they stay in cache).
+///   of samples at a time (detail::col_chunk_samples, so they stay in cache); with AVX-512F, detail::GemmConv runs
+///   such a layer's three products on the AVX-512 GEMM kernel instead (forward bitwise the direct one's).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
 ///   of output positions that meet the input at the same taps, read in place (no columns, no padding).
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
@@ -151,15 +153,15 @@ private:
     // kernels and GEMMs: im2col, reorders, padding).
     void compute_forward(const T* x, T* y) {
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
+        if constexpr (std::is_same_v<T, float>)
+            if (gemm_ || implicit_) {
+                gemm_ ? gemm_path_.forward(x, w_, b_, y) : implicit_path_.forward(x, w_, b_, y);
+                return;
+            }
         if (direct_fwd_) {
             direct_forward(x, y);
             return;
         }
-        if constexpr (std::is_same_v<T, float>)
-            if (implicit_) {
-                implicit_path_.forward(x, w_, b_, y);
-                return;
-            }
         detail::im2col(x, n_, g_, cols_.data());
         cols_src_ = x;
         const T* w = used_weights_ = used_weights();
@@ -184,8 +186,9 @@ private:
     void compute_backward(const T* x, const T* dy, T* dx) {
         const std::size_t pos = g_.positions(), np = n_ * pos, rows = g_.col_rows();
         if constexpr (std::is_same_v<T, float>)
-            if (implicit_) {
-                implicit_path_.backward(x, dy, w_, dw_, db_, dx);
+            if (gemm_ || implicit_) {
+                gemm_ ? gemm_path_.backward(x, dy, w_, dw_, db_, dx)
+                      : implicit_path_.backward(x, dy, w_, dw_, db_, dx);
                 return;
             }
         if (direct_dw_) {
@@ -220,8 +223,6 @@ private:
 
     // Output channels up to which forward computes the transposed product (see the class comment).
     static constexpr std::size_t narrow_out = 32;
-    // Bytes of columns chunked_backward unfolds at a time.
-    static constexpr std::size_t col_chunk_bytes = std::size_t(512) << 10;
 
     std::size_t fan_in() const { return in_ * k_[0] * k_[1]; }
 
@@ -306,13 +307,14 @@ private:
         direct_fwd_ = std::is_same_v<T, float> && detail::use_direct_conv_forward(g_);
         direct_dw_ = std::is_same_v<T, float> && detail::use_direct_conv_weight_grad(g_);
         implicit_ = std::is_same_v<T, float> && detail::use_implicit_conv(g_);
+        gemm_ = std::is_same_v<T, float> && detail::use_gemm_conv(g_);
         const std::size_t np = n_ * g_.positions(), rows = g_.col_rows();
-        if constexpr (std::is_same_v<T, float>)
-            if (implicit_) return implicit_path_.prepare(g_, n_, out_);  // its own scratch
-        const std::size_t per_sample = std::max<std::size_t>(1, sizeof(T) * rows * g_.positions());
-        chunk_ = direct_fwd_ && !direct_dw_
-                     ? std::max<std::size_t>(1, std::min(n_, col_chunk_bytes / per_sample))
-                     : n_;
+        if constexpr (std::is_same_v<T, float>) {  // these two paths hold their own scratch
+            if (gemm_) return gemm_path_.prepare(g_, n_, out_);
+            if (implicit_) return implicit_path_.prepare(g_, n_, out_);
+        }
+        chunk_ = direct_fwd_ && !direct_dw_ ? detail::col_chunk_samples(n_, sizeof(T) * rows * g_.positions())
+                                            : n_;
         cols_.resize(direct_dw_ ? 0 : rows * chunk_ * g_.positions());
         tmp_.resize(direct_dw_ ? 0 : out_ * np);
         dwt_.resize(direct_dw_ ? 0 : out_ * rows);
@@ -341,6 +343,8 @@ private:
     bool direct_dw_ = false;              // detail::use_direct_conv_weight_grad for this shape
     bool implicit_ = false;               // detail::use_implicit_conv for this shape
     detail::ImplicitConv implicit_path_;  // the implicit-GEMM path (used when implicit_)
+    bool gemm_ = false;                   // detail::use_gemm_conv for this shape
+    detail::GemmConv gemm_path_;          // the AVX-512 GEMM path (used when gemm_)
     std::vector<T> wt_;                   // direct path: the weights packed by detail::pack_direct_weights
     std::vector<std::size_t> offsets_;    // direct path: each tap's offset in an input sample (tap_offsets)
     const T* cols_src_ = nullptr;         // input whose columns cols_ holds (nullptr: none)

@@ -62,7 +62,7 @@ public:
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         T* o = out.data();
         if constexpr (std::is_same_v<T, float>) {
-            if (detail::dense_avx512_available()) {
+            if (detail::gemm_avx512_available()) {
                 // out^T = W * in^T, with in^T and out^T [out, n] in scratch (batch as the vector dimension).
                 xt_.resize(in_ * n);
                 ot_.resize(out_ * n);
@@ -104,7 +104,7 @@ public:
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
             if constexpr (std::is_same_v<T, float>) {
-                if (detail::dense_avx512_available())
+                if (detail::gemm_avx512_available())
                     return detail::gemm_avx512(false, n, in_, out_, g, out_, 1, w_, in_, grad_in.data(), in_);
             }
             detail::gemm(false, false, n, in_, out_, T(1), g, out_, w_, in_, T(0), grad_in.data(), in_);
@@ -127,7 +127,7 @@ private:
     // dW[lo, hi) += g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_].
     void weight_grad(std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
         if constexpr (std::is_same_v<T, float>) {
-            if (detail::dense_avx512_available())
+            if (detail::gemm_avx512_available())
                 return detail::gemm_avx512(true, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
                                            in_);
         }

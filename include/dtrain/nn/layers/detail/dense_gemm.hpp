@@ -28,17 +28,17 @@
 
 namespace dtrain::detail {
 
-/// Whether Dense<float> may choose the AVX-512 kernels (true unless set false): a benchmark's and a test's
-/// switch to compare them with BLAS in one process.
-inline bool& dense_avx512_enabled() noexcept {
+/// Whether Dense<float> and Conv2d<float> may choose the AVX-512 kernels (true unless set false): a
+/// benchmark's and a test's switch to compare them with BLAS and the AVX2 kernels in one process.
+inline bool& gemm_avx512_enabled() noexcept {
     static bool on = true;
     return on;
 }
 
-/// True when Dense<float> computes its products with gemm_avx512() and transpose_avx512() instead of BLAS
-/// sgemm: x86-64 with AVX-512F, AVX2 and FMA, and dense_avx512_enabled().
-inline bool dense_avx512_available() noexcept {
-    return dense_avx512_enabled() && cpu_has_avx512f();
+/// True when Dense<float> (and Conv2d<float>, conv_gemm.hpp) compute their products with gemm_avx512() and
+/// transpose_avx512() instead of BLAS sgemm: x86-64 with AVX-512F, AVX2 and FMA, and gemm_avx512_enabled().
+inline bool gemm_avx512_available() noexcept {
+    return gemm_avx512_enabled() && cpu_has_avx512f();
 }
 
 #ifdef DTRAIN_X86_DISPATCH
@@ -191,16 +191,16 @@ DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t 
             y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
 }
 
-#else  // no kernels on this target: dense_avx512_available() is false, and these are never called
+#else  // no kernels on this target: gemm_avx512_available() is false, and these are never called
 
 inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
                         const float*, std::size_t, float*, std::size_t) {
-    throw std::logic_error("gemm_avx512: not compiled for this target (check dense_avx512_available())");
+    throw std::logic_error("gemm_avx512: not compiled for this target (check gemm_avx512_available())");
 }
 
 inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
                              const float*) {
-    throw std::logic_error("transpose_avx512: not compiled for this target (check dense_avx512_available())");
+    throw std::logic_error("transpose_avx512: not compiled for this target (check gemm_avx512_available())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH

@@ -98,6 +98,13 @@ T lane_sum(const T* x, std::size_t n) {
     return total;
 }
 
+/// Samples per chunk of columns that Conv2d unfolds a chunk at a time (so they stay in cache): as many of
+/// the batch's `n` as fit in 512 KiB at `bytes_per_sample` each, at least 1.
+inline std::size_t col_chunk_samples(std::size_t n, std::size_t bytes_per_sample) {
+    const std::size_t fit = (std::size_t(512) << 10) / std::max<std::size_t>(1, bytes_per_sample);
+    return std::max<std::size_t>(1, std::min(n, fit));
+}
+
 /// Unfolds a batch of `n` samples x [n, c, h, w] into the column matrix col [g.col_rows(), n*oh*ow] (row
 /// (ci, ki, kj) over the used taps, column (sample, oy, ox)), writing zeros where the kernel covers padding.
 template <class T>
