@@ -68,19 +68,15 @@ double gemm_rate(const Gemm& g, int reps) {
         for (auto& x : *v)
             x = float(rng.uniform()) - 0.5f;
     const std::size_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
-    std::vector<float> bt(g.avx512 && g.tb ? g.k * g.m : 0), ct(bt.empty() ? 0 : g.m * g.n);
+    const bool dense_fwd = g.avx512 && g.tb;  // Dense's forward pass: A = x [batch, in], B = W [out, in]
+    std::vector<float> xt(dense_fwd ? g.k * g.m : 0), ot(dense_fwd ? g.m * g.n : 0), bias(g.n);
     auto once = [&] {
-#ifdef DTRAIN_X86_DISPATCH
-        if (g.avx512 && g.tb) {  // as Dense's forward pass: C^T = B * A^T, A^T and C^T in scratch
-            dtrain::detail::transpose_avx512(g.m, g.k, a.data(), g.k, bt.data(), g.m, nullptr);
-            dtrain::detail::gemm_avx512(false, g.n, g.m, g.k, b.data(), g.k, 1, bt.data(), g.m, ct.data(),
-                                        g.m);
-            return dtrain::detail::transpose_avx512(g.n, g.m, ct.data(), g.m, c.data(), g.n, nullptr);
-        }
+        if (dense_fwd)
+            return dtrain::detail::dense_forward_avx512(g.m, g.k, g.n, a.data(), b.data(), bias.data(),
+                                                        xt.data(), ot.data(), c.data());
         if (g.avx512)
             return dtrain::detail::gemm_avx512(g.accumulate, g.m, g.n, g.k, a.data(), g.ta ? 1 : g.k,
                                                g.ta ? g.m : 1, b.data(), g.n, c.data(), g.n);
-#endif
         dtrain::detail::gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
                              g.n);
     };

@@ -63,13 +63,10 @@ public:
         T* o = out.data();
         if constexpr (std::is_same_v<T, float>) {
             if (detail::gemm_avx512_available()) {
-                // out^T = W * in^T, with in^T and out^T [out, n] in scratch (batch as the vector dimension).
                 xt_.resize(in_ * n);
                 ot_.resize(out_ * n);
-                detail::transpose_avx512(n, in_, in.data(), in_, xt_.data(), n, nullptr);
-                detail::gemm_avx512(false, out_, n, in_, w_, in_, 1, xt_.data(), n, ot_.data(), n);
-                detail::transpose_avx512(out_, n, ot_.data(), n, o, out_, b_);
-                return;
+                return detail::dense_forward_avx512(n, in_, out_, in.data(), w_, b_, xt_.data(), ot_.data(),
+                                                    o);
             }
         }
         for (std::size_t r = 0; r < n; ++r)

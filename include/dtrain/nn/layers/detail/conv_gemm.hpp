@@ -22,7 +22,7 @@ namespace dtrain::detail {
 
 /// True when Conv2d<float> runs geometry `g` on GemmConv: stride 1, no padding, a fan-in above
 /// direct_conv_max_fan_in, and gemm_avx512_available().
-inline bool use_gemm_conv(const ConvGeometry& g) noexcept {
+inline bool use_gemm_conv(const ConvGeometry& g) {
     return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.c * g.kh * g.kw > direct_conv_max_fan_in &&
            gemm_avx512_available() && direct_conv_available();
 }

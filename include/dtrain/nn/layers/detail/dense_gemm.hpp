@@ -7,9 +7,12 @@
 /// forward pass's transposed input) and sum every output in one fixed order.
 
 #include <cstddef>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include <dtrain/core/cpu.hpp>
+#include <dtrain/core/error.hpp>
 
 #ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
@@ -28,16 +31,23 @@
 
 namespace dtrain::detail {
 
-/// Whether Dense<float> and Conv2d<float> may choose the AVX-512 kernels (true unless set false): a
-/// benchmark's and a test's switch to compare them with BLAS and the AVX2 kernels in one process.
-inline bool& gemm_avx512_enabled() noexcept {
-    static bool on = true;
+/// Whether Dense<float> and Conv2d<float> may choose the AVX-512 kernels: from the environment variable
+/// DTRAIN_AVX512 at first use ("0" = no; unset or "auto" = yes, where the CPU has AVX-512F; any other value
+/// throws dtrain::Error), and settable (a benchmark's and a test's switch to compare them with BLAS and the
+/// AVX2 kernels in one process). A layer reads it when it sizes its scratch for a new input shape.
+inline bool& gemm_avx512_enabled() {
+    static bool on = [] {
+        const char* env = std::getenv("DTRAIN_AVX512");
+        const std::string mode = env != nullptr ? env : "auto";
+        DTRAIN_CHECK(mode == "0" || mode == "auto", "DTRAIN_AVX512 must be 0 or auto, got '", mode, "'");
+        return mode == "auto";
+    }();
     return on;
 }
 
 /// True when Dense<float> (and Conv2d<float>, conv_gemm.hpp) compute their products with gemm_avx512() and
 /// transpose_avx512() instead of BLAS sgemm: x86-64 with AVX-512F, AVX2 and FMA, and gemm_avx512_enabled().
-inline bool gemm_avx512_available() noexcept {
+inline bool gemm_avx512_available() {
     return gemm_avx512_enabled() && cpu_has_avx512f();
 }
 
@@ -204,5 +214,15 @@ inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t
 }
 
 #endif  // DTRAIN_X86_DISPATCH
+
+/// Dense<float>'s forward pass on AVX-512: out [n, fo] = x [n, fi] * W^T + bias for W [fo, fi], computed as
+/// out^T = W * x^T with the batch as the vector dimension; xt [fi, n] and ot [fo, n] are the caller's
+/// scratch. Requires gemm_avx512_available().
+inline void dense_forward_avx512(std::size_t n, std::size_t fi, std::size_t fo, const float* x,
+                                 const float* w, const float* bias, float* xt, float* ot, float* out) {
+    transpose_avx512(n, fi, x, fi, xt, n, nullptr);
+    gemm_avx512(false, fo, n, fi, w, fi, 1, xt, n, ot, n);
+    transpose_avx512(fo, n, ot, n, out, fo, bias);
+}
 
 }  // namespace dtrain::detail
