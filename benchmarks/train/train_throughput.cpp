@@ -12,7 +12,7 @@
 //   gemm <model> <layer#> <pass> <M>x<N>x<K> <NN|NT|TN|TT> <GFLOP/s>      each layer GEMM at batch B, as run
 //                                                      (per sample or chunk, times x per step, on GemmConv)
 //   flop <model> train|infer <FLOP per sample>                          nominal Conv2d/Dense FLOP (2 per MAC)
-//   gemm_bound <model> train|infer <samples/s>              the step if it were only its products, at GEMM rates
+//   gemm_bound <model> train|infer <samples/s>     the step if it were only its products, at GEMM rates
 //   dtrain <model> train|infer <samples/s> <GFLOP/s> <fraction of the 1024^3 rate>
 //   peak_rss_mib <MiB>                                                  of the whole process
 // GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's

@@ -33,8 +33,9 @@ namespace dtrain {
 ///   nn/layers/detail/direct_conv.hpp and direct_conv_grad.hpp compute the forward pass (no columns; the
 ///   bias starts the sums), the input gradient and, with a fan-in of at most detail::direct_conv_max_fan_in,
 ///   the weight gradient. Otherwise the weight gradient is a GEMM over columns unfolded in backward a chunk
-///   of samples at a time (detail::col_chunk_samples, so they stay in cache); with AVX-512F, detail::GemmConv runs
-///   such a layer's three products on the AVX-512 GEMM kernel instead (forward bitwise the direct one's).
+///   of samples at a time (detail::col_chunk_samples, so they stay in cache); with AVX-512F,
+///   detail::GemmConv runs such a layer's three products on the AVX-512 GEMM kernel instead (forward
+///   bitwise the direct one's).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
 ///   of output positions that meet the input at the same taps, read in place (no columns, no padding).
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix

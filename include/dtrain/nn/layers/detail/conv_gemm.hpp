@@ -89,7 +89,8 @@ inline void unfold_rows8(const float*, std::size_t, const ConvGeometry&, float*)
 #endif  // DTRAIN_X86_DISPATCH
 
 /// The GEMM path of one Conv2d<float> layer (use_gemm_conv). Per chunk of samples the input is unfolded
-/// into columns cols [fan_in, chunk * positions] (im2col), then
+/// into columns cols [fan_in, chunk * positions] (unfold_rows8 where the output rows are a multiple of 8
+/// wide, else im2col), then
 /// - forward:  y_s [out, pos] = bias + W [out, fan_in] * cols_s, the bias starting every sum and the taps
 ///   added in order: bitwise the result of direct_conv_forward();
 /// - dW^T [fan_in, out] (+)= cols * dY^T, with dY transposed per sample; every weight's gradient is one

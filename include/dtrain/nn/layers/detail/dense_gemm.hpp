@@ -34,7 +34,8 @@ namespace dtrain::detail {
 /// Whether Dense<float> and Conv2d<float> may choose the AVX-512 kernels: from the environment variable
 /// DTRAIN_AVX512 at first use ("0" = no; unset or "auto" = yes, where the CPU has AVX-512F; any other value
 /// throws dtrain::Error), and settable (a benchmark's and a test's switch to compare them with BLAS and the
-/// AVX2 kernels in one process). A layer reads it when it sizes its scratch for a new input shape.
+/// AVX2 kernels in one process). Dense reads it at every call, Conv2d when it sizes its scratch for a new
+/// input shape.
 inline bool& gemm_avx512_enabled() {
     static bool on = [] {
         const char* env = std::getenv("DTRAIN_AVX512");
