@@ -288,9 +288,7 @@ private:
     // db += sums of dY, dW += the direct kernel's products (detail::use_direct_conv_weight_grad).
     void direct_backward([[maybe_unused]] const T* x, const T* grad_out) {
         const std::size_t pos = g_.positions();
-        for (std::size_t c = 0; c < out_; ++c)
-            for (std::size_t s = 0; s < n_; ++s)
-                db_[c] += detail::lane_sum(grad_out + (s * out_ + c) * pos, pos);
+        detail::add_bias_grad(grad_out, n_, out_, pos, db_);
 #ifdef DTRAIN_DIRECT_CONV
         if constexpr (std::is_same_v<T, float>)
             detail::direct_conv_weight_grad(x, n_, g_, grad_out, out_, offsets_.data(), dw_);

@@ -132,9 +132,7 @@ public:
     /// gradient unless dx is null; x is the forward pass's input, dy [n, out, oh, ow] its output's gradient.
     void backward(const float* x, const float* dy, const float* w, float* dw, float* db, float* dx) {
         const std::size_t rows = fan_in(), pos = g_.positions(), in_sample = g_.c * g_.h * g_.w;
-        for (std::size_t c = 0; c < out_; ++c)
-            for (std::size_t s = 0; s < n_; ++s)
-                db[c] += lane_sum(dy + (s * out_ + c) * pos, pos);
+        add_bias_grad(dy, n_, out_, pos, db);
         for (std::size_t s0 = 0; s0 < n_; s0 += chunk_) {
             const std::size_t m = std::min(chunk_, n_ - s0), cp = m * pos;
             unfold(x + s0 * in_sample, m);

@@ -48,6 +48,15 @@ void cols_from_nchw(const T* y, std::size_t n, std::size_t pos, std::size_t out,
         }
 }
 
+/// db[c] += the sum of dy [n, out, pos] (NCHW) over the samples and positions of channel c, sample by
+/// sample (lane_sum): the bias gradient of the direct and AVX-512 GEMM paths.
+template <class T>
+void add_bias_grad(const T* dy, std::size_t n, std::size_t out, std::size_t pos, T* db) {
+    for (std::size_t c = 0; c < out; ++c)
+        for (std::size_t s = 0; s < n; ++s)
+            db[c] += lane_sum(dy + (s * out + c) * pos, pos);
+}
+
 /// dw [out, c, kh, kw] += dwt^T, where dwt [col_rows, out] is the weight gradient of the used taps of
 /// geometry `g` (ConvGeometry::k0h etc.); the other taps' gradient is 0.
 template <class T>
