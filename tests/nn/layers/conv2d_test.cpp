@@ -267,7 +267,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "Conv2d<float>: strided and padded convolutions (the implicit-GEMM kernels on AVX2) match a double "
+    "Conv2d<float>: strided and padded convolutions (the implicit-GEMM kernels) match a double "
     "reference",
     "[nn][conv2d]") {
     // Every other geometry runs the implicit-GEMM kernels where the CPU has AVX2 and FMA. The shapes cover
@@ -295,7 +295,15 @@ TEST_CASE(
                        << cc.p[1]);
         CHECK_FALSE(dtrain::detail::use_direct_conv_forward(g));
         CHECK(dtrain::detail::use_implicit_conv(g) == dtrain::detail::direct_conv_available());
-        check_float_conv(cc, rng);
+        // With AVX-512F on the AVX-512 tiles (implicit_conv_test: bitwise the AVX2 ones), and switched off.
+        const Rng start = rng;
+        for (const bool avx512 : {true, false}) {
+            dtrain::detail::gemm_avx512_enabled() = avx512;
+            rng = start;
+            INFO("AVX-512 kernels enabled: " << avx512);
+            check_float_conv(cc, rng);
+        }
+        dtrain::detail::gemm_avx512_enabled() = true;
     }
 }
 

@@ -127,6 +127,8 @@ public:
         dyt_.resize(n * pos * implicit_round(out));
         dwt_.resize(g.col_rows() * implicit_round(out));
         wt_.resize(std::max(implicit_round(out) * g.col_rows(), out * implicit_round(max_taps)));
+        dxt_.resize(implicit_mr_max * implicit_round(max_taps));
+        avx512_ = gemm_avx512_available();
     }
 
     /// y [n, out, oh, ow] = the convolution of x [n, c, h, w] with w [out, c, kh, kw] plus bias [out].
@@ -134,8 +136,8 @@ public:
 #ifdef DTRAIN_DIRECT_CONV
         pack_implicit_weights(w, out_, fan_in(), used_w_.size(), used_w_.data(), wt_.data());
         for (const Class& c : classes_)
-            implicit_conv_forward(x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, g_.positions(), bias,
-                                  y);
+            (avx512_ ? implicit_conv_forward_avx512 : implicit_conv_forward)(
+                x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, g_.positions(), bias, y);
 #endif
         (void)x, (void)w, (void)bias, (void)y;
     }
@@ -155,8 +157,8 @@ public:
             const std::size_t cc =
                 std::max(chunk, (implicit_dw_min_positions + c.positions - 1) / c.positions);
             for (std::size_t s0 = 0; s0 < n_; s0 += cc)
-                implicit_conv_weight_grad(x, view(c, s0, std::min(n_, s0 + cc)), dyt_.data(), out_,
-                                          dwt_.data());
+                (avx512_ ? implicit_conv_weight_grad_avx512 : implicit_conv_weight_grad)(
+                    x, view(c, s0, std::min(n_, s0 + cc)), dyt_.data(), out_, dwt_.data());
         }
         for (std::size_t o = 0; o < out_; ++o)
             for (std::size_t u = 0; u < used_w_.size(); ++u)
@@ -167,7 +169,8 @@ public:
             if (c.taps == 0) continue;
             pack_implicit_input_grad_weights(w, out_, fan_in(), c.taps, used_w_.data(),
                                              tap_u_.data() + c.tap_begin, wt_.data());
-            implicit_conv_input_grad(dyt_.data(), view(c, 0, n_), wt_.data(), out_, dx);
+            (avx512_ ? implicit_conv_input_grad_avx512 : implicit_conv_input_grad)(
+                dyt_.data(), view(c, 0, n_), wt_.data(), out_, dx, dxt_.data());
         }
 #endif
         (void)x, (void)dy, (void)w, (void)dw, (void)db, (void)dx;
@@ -210,6 +213,8 @@ private:
     std::vector<float> dyt_;             // the output gradient as rows [n * pos, implicit_round(out)]
     std::vector<float> dwt_;  // the weight gradient of one backward, [used taps, implicit_round(out)]
     std::vector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)
+    std::vector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
+    bool avx512_ = false;     // the AVX-512 kernels (gemm_avx512_available() at prepare())
 };
 
 }  // namespace dtrain::detail

@@ -4,20 +4,27 @@
 #include <cstddef>
 
 #include <dtrain/core/cpu.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 
-// The AVX2/FMA kernels of Conv2d<float>'s implicit-GEMM path (nn/layers/detail/implicit_conv.hpp): one
-// class of output positions at a time, computed as a GEMM whose one operand is read from the input at each
-// valid tap's offset instead of from unfolded columns, vectorised over output channels (forward, weight
-// gradient) or taps (input gradient).
+// The kernels of Conv2d<float>'s implicit-GEMM path (nn/layers/detail/implicit_conv.hpp): one class of
+// output positions at a time, computed as a GEMM whose one operand is read from the input at each valid
+// tap's offset instead of from unfolded columns, vectorised over output channels (forward, weight gradient)
+// or taps (input gradient). Each loop body is written once, for a register tile given as a type: AVX2 + FMA
+// tiles, and AVX-512F tiles that give bitwise the same results (each output is the same FMA chain in the
+// same order, and the input gradient is added in an order no tile changes).
 
 namespace dtrain::detail {
 
-/// Output channels per block of the implicit-GEMM kernels (two AVX2 vectors).
+/// Output channels per block of the implicit-GEMM kernels (two AVX2 vectors, one AVX-512 vector).
 constexpr std::size_t implicit_nr = 16;
-/// Output positions per forward and input-gradient tile, and taps per weight-gradient tile.
+/// Output positions per forward and input-gradient AVX2 tile, and taps per weight-gradient AVX2 tile.
 constexpr std::size_t implicit_mr = 6;
+
+/// Rows of the AVX-512 register tiles (ImplicitTileAvx512), the most of any tile: the input gradient's
+/// scratch holds this many rows.
+constexpr std::size_t implicit_mr_max = 8;
 
 /// n rounded up to a multiple of implicit_nr.
 constexpr std::size_t implicit_round(std::size_t n) {
@@ -59,45 +66,145 @@ struct ImplicitClass {
 
 #ifdef DTRAIN_DIRECT_CONV
 
-// buf[i][0..16) = acc, where acc[i] = sum over the k steps of a[i](step) * b(step), two vectors wide:
-// the register tile of all three kernels. `A` gives the broadcast value of row i at step t, `B` the
-// 16 values of step t. 12 accumulators, 2 B vectors and 1 broadcast fit AVX2's 16 registers.
-template <class A, class B>
-DTRAIN_AVX2_FMA inline void implicit_tile(std::size_t k, A a, B b, __m256 init0, __m256 init1, float* buf) {
-    constexpr int MR = int(implicit_mr);
-    __m256 acc[MR][2];
-    for (int i = 0; i < MR; ++i) {
-        acc[i][0] = init0;
-        acc[i][1] = init1;
-    }
-    std::size_t t = 0;
-    do {  // k >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
-        const float* bt = b(t);
-        const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
-        for (int i = 0; i < MR; ++i) {
-            const __m256 av = _mm256_broadcast_ss(a(i, t));
-            acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+/// The AVX2 register tile of the three kernels: buf[i * ldbuf + 0..16) = acc, acc[i] = init + the sum over
+/// the k steps of a(i, t) * b(t, 0), for 6 rows of 16 columns (two vectors). `a` gives a pointer to the
+/// broadcast value of row i at step t, `b` the 16 values of step t. 12 accumulators, 2 B vectors and 1
+/// broadcast fit AVX2's 16 registers. Each output is one FMA chain in step order, as in every tile.
+struct ImplicitTileAvx2 {
+    /// Rows and 16-column blocks per tile.
+    static constexpr std::size_t mr = implicit_mr, nb = 1;
+    /// Computes one tile; requires k >= 1.
+    template <class A, class B>
+    DTRAIN_AVX2_FMA static void run(std::size_t k, A a, B b, const float* init, float* buf,
+                                    std::size_t ldbuf) {
+        __m256 acc[mr][2];
+        const __m256 init0 = _mm256_loadu_ps(init), init1 = _mm256_loadu_ps(init + 8);
+        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+            acc[i][0] = init0;
+            acc[i][1] = init1;
         }
-    } while (++t < k);
-    for (int i = 0; i < MR; ++i) {
-        _mm256_storeu_ps(buf + i * implicit_nr, acc[i][0]);
-        _mm256_storeu_ps(buf + i * implicit_nr + 8, acc[i][1]);
+        std::size_t t = 0;
+        do {  // k >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+            const float* bt = b(t, 0);
+            const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
+            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+                const __m256 av = _mm256_broadcast_ss(a(i, t));
+                acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+            }
+        } while (++t < k);
+        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+            _mm256_storeu_ps(buf + i * ldbuf, acc[i][0]);
+            _mm256_storeu_ps(buf + i * ldbuf + 8, acc[i][1]);
+        }
     }
-}
+};
 
-// The `mr` (<= implicit_mr) positions of class `c` from m0 and their input offsets (unused rows repeat the
-// first: computed, never stored).
+/// The AVX-512 register tile: MR rows of NB blocks of 16 columns (one vector each, block j's 16 values of
+/// step t at b(t, j)), MR * NB accumulators. Per lane the same FMA chain as ImplicitTileAvx2, so every output
+/// is bitwise the AVX2 tile's.
+template <std::size_t MR, std::size_t NB>
+struct ImplicitTileAvx512 {
+    /// Rows and 16-column blocks per tile.
+    static constexpr std::size_t mr = MR, nb = NB;
+    static_assert(MR * NB <= 28, "a tile's accumulators must fit the 32 registers");
+    /// Computes one tile; requires k >= 1.
+    template <class A, class B>
+    DTRAIN_AVX512 static void run(std::size_t k, A a, B b, const float* init, float* buf, std::size_t ldbuf) {
+        __m512 acc[MR][NB];
+        DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) {
+            const __m512 v = _mm512_loadu_ps(init + j * implicit_nr);
+            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) acc[i][j] = v;
+        }
+        std::size_t t = 0;
+        do {
+            __m512 bv[NB];
+            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) bv[j] = _mm512_loadu_ps(b(t, j));
+            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) {
+                const __m512 av = _mm512_set1_ps(*a(i, t));
+                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] =
+                    _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+            }
+        } while (++t < k);
+        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j)
+            _mm512_storeu_ps(buf + i * ldbuf + j * implicit_nr, acc[i][j]);
+    }
+};
+
+/// The tile of the AVX-512 kernels: 8 positions (or taps) x 32 columns, 16 accumulators (the shapes tried
+/// are in benchmarks/train/README.md).
+using ImplicitTile512 = ImplicitTileAvx512<8, 2>;
+/// The AVX-512 kernels' tile for a last single block of 16 columns.
+using ImplicitTile512Tail = ImplicitTileAvx512<8, 1>;
+
+// The initial accumulators of the gradient tiles.
+alignas(64) inline constexpr float implicit_zeros[2 * implicit_nr] = {};
+
+// The `mr` (<= MR) positions of class `c` from m0 and their input offsets (unused rows repeat the first:
+// computed, never stored).
+template <std::size_t MR>
 struct ImplicitRows {
-    std::size_t m[implicit_mr], mr;
-    std::ptrdiff_t in[implicit_mr];
-    ImplicitRows(const ImplicitClass& c, std::size_t m0) : mr(std::min(implicit_mr, c.positions - m0)) {
-        for (std::size_t i = 0; i < implicit_mr; ++i) {
+    std::size_t m[MR], mr;
+    std::ptrdiff_t in[MR];
+    ImplicitRows(const ImplicitClass& c, std::size_t m0) : mr(std::min(MR, c.positions - m0)) {
+        for (std::size_t i = 0; i < MR; ++i) {
             m[i] = m0 + (i < mr ? i : 0);
             in[i] = c.m_off[m[i]];
         }
     }
 };
+
+// Calls block(o0, tile) for each block of columns [o0, o0 + 16 * Tile::nb) of [0, n), with Tile where a
+// whole one fits in implicit_round(n) and Tail (one block) for the rest.
+template <class Tile, class Tail, class F>
+[[gnu::always_inline]] inline void implicit_column_blocks(std::size_t n, F block) {
+    std::size_t o0 = 0;
+    for (; o0 + Tile::nb * implicit_nr <= implicit_round(n); o0 += Tile::nb * implicit_nr)
+        block(o0, Tile{});
+    for (; o0 < n; o0 += Tail::nb * implicit_nr)
+        block(o0, Tail{});
+}
+
+// implicit_conv_forward with the tiles Tile (and Tail, one block of 16 channels, for the last block).
+template <class Tile, class Tail>
+[[gnu::always_inline]] inline void implicit_forward_body(const float* x, const ImplicitClass& c,
+                                                         const float* w_packed, std::size_t rows,
+                                                         std::size_t out, std::size_t pos, const float* bias,
+                                                         float* y) {
+    implicit_column_blocks<Tile, Tail>(out, [&](std::size_t o0, auto tile) {
+        using T = decltype(tile);
+        constexpr std::size_t nr = T::nb * implicit_nr;
+        const std::size_t cb = std::min(nr, out - o0);
+        alignas(64) float init[nr] = {}, buf[T::mr * nr];
+        std::copy(bias + o0, bias + o0 + cb, init);
+        const float* wb = w_packed + o0 * rows;  // block j of step (used tap) u at wb + (j * rows + u) * 16
+        for (std::size_t m0 = 0; m0 < c.positions; m0 += T::mr) {
+            const ImplicitRows<T::mr> r(c, m0);
+            const auto a = [&](std::size_t i, std::size_t t) {
+                return x + (r.in[i] + std::ptrdiff_t(c.tap_off[t]));
+            };
+            if (c.taps == 0) {  // every tap on padding: the bias
+                for (std::size_t i = 0; i < T::mr; ++i)
+                    std::copy(init, init + nr, buf + i * nr);
+            } else if (c.taps_in_order) {
+                T::run(
+                    c.taps, a,
+                    [&](std::size_t t, std::size_t j) { return wb + (j * rows + t) * implicit_nr; }, init,
+                    buf, nr);
+            } else {
+                T::run(
+                    c.taps, a,
+                    [&](std::size_t t, std::size_t j) { return wb + (j * rows + c.tap_u[t]) * implicit_nr; },
+                    init, buf, nr);
+            }
+            for (std::size_t i = 0; i < r.mr; ++i) {
+                float* yi = y + c.y_off[r.m[i]] + o0 * pos;
+                for (std::size_t ch = 0; ch < cb; ++ch)
+                    yi[ch * pos] = buf[i * nr + ch];
+            }
+        }
+    });
+}
 
 /// Forward pass of one class of a convolution: y [n, out, pos] (NCHW) at the class's positions = bias + the
 /// class's taps' weights times the input x, 6 positions x 16 channels per register tile. `w_packed` holds
@@ -106,33 +213,16 @@ struct ImplicitRows {
 DTRAIN_AVX2_KERNEL inline void implicit_conv_forward(const float* x, const ImplicitClass& c,
                                                      const float* w_packed, std::size_t rows, std::size_t out,
                                                      std::size_t pos, const float* bias, float* y) {
-    alignas(32) float buf[implicit_mr * implicit_nr];
-    for (std::size_t o0 = 0; o0 < out; o0 += implicit_nr) {
-        const std::size_t cb = std::min(implicit_nr, out - o0);
-        alignas(32) float b16[implicit_nr] = {};
-        std::copy(bias + o0, bias + o0 + cb, b16);
-        const __m256 b0 = _mm256_load_ps(b16), b1 = _mm256_load_ps(b16 + 8);
-        const float* wb = w_packed + o0 * rows;
-        for (std::size_t m0 = 0; m0 < c.positions; m0 += implicit_mr) {
-            const ImplicitRows r(c, m0);
-            const auto a = [&](int i, std::size_t t) { return x + (r.in[i] + std::ptrdiff_t(c.tap_off[t])); };
-            if (c.taps == 0) {  // every tap on padding: the bias
-                for (std::size_t i = 0; i < implicit_mr; ++i)
-                    std::copy(b16, b16 + implicit_nr, buf + i * implicit_nr);
-            } else if (c.taps_in_order) {
-                implicit_tile(
-                    c.taps, a, [&](std::size_t t) { return wb + t * implicit_nr; }, b0, b1, buf);
-            } else {
-                implicit_tile(
-                    c.taps, a, [&](std::size_t t) { return wb + c.tap_u[t] * implicit_nr; }, b0, b1, buf);
-            }
-            for (std::size_t i = 0; i < r.mr; ++i) {
-                float* yi = y + c.y_off[r.m[i]] + o0 * pos;
-                for (std::size_t ch = 0; ch < cb; ++ch)
-                    yi[ch * pos] = buf[i * implicit_nr + ch];
-            }
-        }
-    }
+    implicit_forward_body<ImplicitTileAvx2, ImplicitTileAvx2>(x, c, w_packed, rows, out, pos, bias, y);
+}
+
+/// implicit_conv_forward on AVX-512 tiles (8 positions x 32 channels): bitwise the same result. Requires
+/// cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void implicit_conv_forward_avx512(const float* x, const ImplicitClass& c,
+                                                              const float* w_packed, std::size_t rows,
+                                                              std::size_t out, std::size_t pos,
+                                                              const float* bias, float* y) {
+    implicit_forward_body<ImplicitTile512, ImplicitTile512Tail>(x, c, w_packed, rows, out, pos, bias, y);
 }
 
 /// dyt [rows, outp] (outp = implicit_round(out), the extra channels 0): row m = the output gradient dy
@@ -162,56 +252,92 @@ DTRAIN_OUT_OF_LINE inline void implicit_rows_from_nchw(const float* dy, const st
         }
 }
 
+// implicit_conv_weight_grad with the tiles Tile and Tail.
+template <class Tile, class Tail>
+[[gnu::always_inline]] inline void implicit_weight_grad_body(const float* x, const ImplicitClass& c,
+                                                             const float* dyt, std::size_t out, float* dwt) {
+    const std::size_t outp = implicit_round(out);
+    implicit_column_blocks<Tile, Tail>(out, [&](std::size_t o0, auto tile) {
+        using T = decltype(tile);
+        constexpr std::size_t nr = T::nb * implicit_nr;
+        static_assert(nr <= 2 * implicit_nr);
+        alignas(64) float buf[T::mr * nr];
+        const float* d = dyt + c.first_row * outp + o0;
+        for (std::size_t t0 = 0; t0 < c.taps; t0 += T::mr) {
+            const std::size_t tr = std::min(T::mr, c.taps - t0);
+            std::ptrdiff_t off[T::mr];
+            for (std::size_t i = 0; i < T::mr; ++i)
+                off[i] = std::ptrdiff_t(c.tap_off[t0 + (i < tr ? i : 0)]);
+            T::run(
+                c.positions, [&](std::size_t i, std::size_t m) { return x + (c.m_off[m] + off[i]); },
+                [&](std::size_t m, std::size_t j) { return d + m * outp + j * implicit_nr; }, implicit_zeros,
+                buf, nr);
+            for (std::size_t i = 0; i < tr; ++i)
+                for (std::size_t ch = 0; ch < nr; ++ch)
+                    dwt[c.tap_u[t0 + i] * outp + o0 + ch] += buf[i * nr + ch];
+        }
+    });
+}
+
 /// Weight gradient of one class (or of its positions in a chunk of samples): ADDS to dwt [used taps, outp]
 /// (outp = implicit_round(out)), at each of the class's taps, the sum over its positions of the input at
 /// that tap times their gradient rows of dyt (implicit_rows_from_nchw); 6 taps x 16 channels per register
 /// tile. Requires direct_conv_available(); deterministic.
 DTRAIN_AVX2_KERNEL inline void implicit_conv_weight_grad(const float* x, const ImplicitClass& c,
                                                          const float* dyt, std::size_t out, float* dwt) {
-    if (c.positions == 0) return;
-    const std::size_t outp = implicit_round(out);
-    alignas(32) float buf[implicit_mr * implicit_nr];
-    for (std::size_t o0 = 0; o0 < out; o0 += implicit_nr) {
-        const float* d = dyt + c.first_row * outp + o0;
-        for (std::size_t t0 = 0; t0 < c.taps; t0 += implicit_mr) {
-            const std::size_t tr = std::min(implicit_mr, c.taps - t0);
-            std::ptrdiff_t off[implicit_mr];
-            for (std::size_t i = 0; i < implicit_mr; ++i)
-                off[i] = std::ptrdiff_t(c.tap_off[t0 + (i < tr ? i : 0)]);
-            implicit_tile(
-                c.positions, [&](int i, std::size_t m) { return x + (c.m_off[m] + off[i]); },
-                [&](std::size_t m) { return d + m * outp; }, _mm256_setzero_ps(), _mm256_setzero_ps(), buf);
-            for (std::size_t i = 0; i < tr; ++i)
-                for (std::size_t ch = 0; ch < implicit_nr; ++ch)
-                    dwt[c.tap_u[t0 + i] * outp + o0 + ch] += buf[i * implicit_nr + ch];
-        }
+    if (c.positions > 0) implicit_weight_grad_body<ImplicitTileAvx2, ImplicitTileAvx2>(x, c, dyt, out, dwt);
+}
+
+/// implicit_conv_weight_grad on AVX-512 tiles (8 taps x 32 channels): bitwise the same result. Requires
+/// cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void implicit_conv_weight_grad_avx512(const float* x, const ImplicitClass& c,
+                                                                  const float* dyt, std::size_t out,
+                                                                  float* dwt) {
+    if (c.positions > 0) implicit_weight_grad_body<ImplicitTile512, ImplicitTile512Tail>(x, c, dyt, out, dwt);
+}
+
+// implicit_conv_input_grad with the tiles Tile and Tail (the same number of rows).
+template <class Tile, class Tail>
+[[gnu::always_inline]] inline void implicit_input_grad_body(const float* dyt, const ImplicitClass& c,
+                                                            const float* wt, std::size_t out, float* dx,
+                                                            float* scratch) {
+    static_assert(Tile::mr == Tail::mr && Tile::mr <= implicit_mr_max);
+    const std::size_t outp = implicit_round(out), tp = implicit_round(c.taps);
+    for (std::size_t m0 = 0; m0 < c.positions; m0 += Tile::mr) {
+        const ImplicitRows<Tile::mr> r(c, m0);
+        const float* d[Tile::mr];
+        for (std::size_t i = 0; i < Tile::mr; ++i)
+            d[i] = dyt + (c.first_row + r.m[i]) * outp;
+        implicit_column_blocks<Tile, Tail>(c.taps, [&](std::size_t t0, auto tile) {
+            using T = decltype(tile);
+            T::run(
+                out, [&](std::size_t i, std::size_t o) { return d[i] + o; },
+                [&](std::size_t o, std::size_t j) { return wt + o * tp + t0 + j * implicit_nr; },
+                implicit_zeros, scratch + t0, tp);
+        });
+        for (std::size_t i = 0; i < r.mr; ++i)  // position by position, taps in order: the same for any tile
+            for (std::size_t t = 0; t < c.taps; ++t)
+                dx[r.in[i] + std::ptrdiff_t(c.tap_off[t])] += scratch[i * tp + t];
     }
 }
 
 /// Input gradient of one class: for each of its positions m and taps t, dx[input of (m, t)] += sum over
 /// channels o of dyt[row of m][o] * w[o][t], with `wt` the class's taps' weights [out, implicit_round(taps)]
-/// (pack_implicit_input_grad_weights); 6 positions x 16 taps per register tile, then added into dx in a
-/// fixed order. Requires direct_conv_available() and c.taps > 0; deterministic.
+/// (pack_implicit_input_grad_weights); 6 positions x 16 taps per register tile, into `scratch`
+/// [implicit_mr_max, implicit_round(taps)], then added into dx position by position, taps in order.
+/// Requires direct_conv_available() and c.taps > 0; deterministic.
 DTRAIN_AVX2_KERNEL inline void implicit_conv_input_grad(const float* dyt, const ImplicitClass& c,
-                                                        const float* wt, std::size_t out, float* dx) {
-    const std::size_t outp = implicit_round(out), tp = implicit_round(c.taps);
-    alignas(32) float buf[implicit_mr * implicit_nr];
-    for (std::size_t m0 = 0; m0 < c.positions; m0 += implicit_mr) {
-        const ImplicitRows r(c, m0);
-        const float* d[implicit_mr];
-        for (std::size_t i = 0; i < implicit_mr; ++i)
-            d[i] = dyt + (c.first_row + r.m[i]) * outp;
-        for (std::size_t t0 = 0; t0 < c.taps; t0 += implicit_nr) {
-            implicit_tile(
-                out, [&](int i, std::size_t o) { return d[i] + o; },
-                [&](std::size_t o) { return wt + o * tp + t0; }, _mm256_setzero_ps(), _mm256_setzero_ps(),
-                buf);
-            const std::size_t tb = std::min(implicit_nr, c.taps - t0);
-            for (std::size_t i = 0; i < r.mr; ++i)
-                for (std::size_t k = 0; k < tb; ++k)
-                    dx[r.in[i] + std::ptrdiff_t(c.tap_off[t0 + k])] += buf[i * implicit_nr + k];
-        }
-    }
+                                                        const float* wt, std::size_t out, float* dx,
+                                                        float* scratch) {
+    implicit_input_grad_body<ImplicitTileAvx2, ImplicitTileAvx2>(dyt, c, wt, out, dx, scratch);
+}
+
+/// implicit_conv_input_grad on AVX-512 tiles (8 positions x 32 taps): bitwise the same result. Requires
+/// cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void implicit_conv_input_grad_avx512(const float* dyt, const ImplicitClass& c,
+                                                                 const float* wt, std::size_t out, float* dx,
+                                                                 float* scratch) {
+    implicit_input_grad_body<ImplicitTile512, ImplicitTile512Tail>(dyt, c, wt, out, dx, scratch);
 }
 
 #endif  // DTRAIN_DIRECT_CONV
