@@ -276,7 +276,9 @@ TEST_CASE(
     // only, trailing input rows no tap reaches, taps that see only padding, output positions all of whose
     // taps fall on padding (a 1x1 kernel, stride 3, padding 2: their output is the bias), output channels
     // not a multiple of 16 (1, 5, 17, 20, 33), tap counts not a multiple of 6 or 16, and position classes
-    // (corners, edges, interior) that leave partial tiles of 1-5 rows.
+    // (corners, edges, interior) that leave partial tiles of 1-5 rows. With stride 1 the input gradient is a
+    // convolution with padding k - 1 - p: padding on one axis (2, 1), none (k - 1 = p), and padding as large
+    // as the kernel (a 1x1 kernel, padding 1) or a 1x1 output (40 -> 33), where it is added tap by tap.
     const std::vector<ConvCase> cases = {
         {3, 16, 32, 32, {7, 7}, {4, 4}, {3, 3}}, {16, 32, 8, 8, {3, 3}, {2, 2}, {1, 1}},
         {32, 32, 4, 4, {3, 3}, {1, 1}, {1, 1}},  {32, 64, 4, 4, {3, 3}, {2, 2}, {1, 1}},
@@ -285,6 +287,8 @@ TEST_CASE(
         {2, 6, 10, 11, {3, 4}, {3, 2}, {2, 1}},  {1, 3, 13, 13, {5, 5}, {1, 1}, {2, 2}},
         {2, 18, 2, 3, {5, 5}, {2, 3}, {2, 2}},   {5, 7, 6, 18, {3, 3}, {2, 1}, {1, 2}},
         {2, 5, 4, 4, {1, 1}, {3, 3}, {2, 2}},    {3, 20, 8, 8, {3, 3}, {2, 2}, {0, 1}},
+        {2, 6, 5, 7, {3, 3}, {1, 1}, {0, 1}},    {4, 20, 5, 5, {5, 3}, {1, 1}, {4, 2}},
+        {3, 4, 6, 6, {1, 1}, {1, 1}, {1, 1}},
     };
     Rng rng(23);
     for (const auto& cc : cases) {

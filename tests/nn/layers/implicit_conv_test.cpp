@@ -61,12 +61,15 @@ TEST_CASE("ImplicitConv: the AVX-512 tiles give bitwise the AVX2 tiles' output a
     // channels that leave an odd block or a partial one (17, 40, 50), tap counts that leave 1-31 taps of a
     // 32-tap input-gradient tile, classes whose positions leave partial tiles of 1-7 rows, positions whose
     // taps all fall on padding (1x1 kernel, stride 3, padding 2), and classes with a subset of the taps.
+    // Stride 1 computes the input gradient as a convolution (padding k - 1 - p: 1, 0 and 2 here), except
+    // with padding as large as the kernel (the last case) or a 1x1 output (128 -> 48), added tap by tap.
     const std::vector<ImplicitCase> cases = {
         {3, 16, 32, 32, 7, 7, 4, 4, 3, 3, 3}, {16, 32, 8, 8, 3, 3, 2, 2, 1, 1, 5},
         {32, 32, 4, 4, 3, 3, 1, 1, 1, 1, 7},  {64, 128, 2, 2, 3, 3, 2, 2, 1, 1, 3},
         {128, 48, 1, 1, 3, 3, 1, 1, 1, 1, 9}, {5, 17, 9, 11, 3, 3, 2, 2, 0, 0, 2},
         {2, 40, 10, 11, 3, 4, 3, 2, 2, 1, 3}, {7, 50, 6, 18, 3, 3, 2, 1, 1, 2, 2},
         {2, 33, 4, 4, 1, 1, 3, 3, 2, 2, 3},   {3, 64, 13, 13, 5, 5, 1, 1, 2, 2, 1},
+        {4, 20, 5, 5, 5, 3, 1, 1, 4, 2, 2},   {3, 40, 6, 6, 1, 1, 1, 1, 1, 1, 2},
     };
     Rng rng(61);
     for (const auto& cs : cases) {

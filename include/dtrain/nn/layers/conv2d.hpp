@@ -37,7 +37,8 @@ namespace dtrain {
 ///   detail::GemmConv runs such a layer's three products on the AVX-512 GEMM kernel instead (forward
 ///   bitwise the direct one's).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
-///   of output positions that meet the input at the same taps, read in place (no columns, no padding).
+///   of output positions that meet the input at the same taps, read in place (no columns, no padding);
+///   on AVX-512 register tiles with AVX-512F, with bitwise the AVX2 tiles' results.
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
 ///   [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM (transposed with <= 32 output channels, which
 ///   OpenBLAS runs faster), reordered into NCHW with the bias; backward computes dW^T = cols * dY^T and

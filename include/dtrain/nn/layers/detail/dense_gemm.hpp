@@ -47,7 +47,8 @@ inline bool& gemm_avx512_enabled() {
 }
 
 /// True when Dense<float> (and Conv2d<float>, conv_gemm.hpp) compute their products with gemm_avx512() and
-/// transpose_avx512() instead of BLAS sgemm: x86-64 with AVX-512F, AVX2 and FMA, and gemm_avx512_enabled().
+/// transpose_avx512() instead of BLAS sgemm, and Conv2d<float>'s implicit GEMMs run on AVX-512 tiles
+/// (implicit_conv_kernels.hpp): x86-64 with AVX-512F, AVX2 and FMA, and gemm_avx512_enabled().
 inline bool gemm_avx512_available() {
     return gemm_avx512_enabled() && cpu_has_avx512f();
 }

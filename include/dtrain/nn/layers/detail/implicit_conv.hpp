@@ -75,18 +75,32 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 /// the input itself: the output positions are grouped into classes whose rows and columns meet the input
 /// at the same kernel offsets (corners, edges, interior; conv_segments), and each class is one GEMM over
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
-/// products with padding. The register-tiled kernels are those of implicit_conv_kernels.hpp; figures for
+/// products with padding. With stride 1 (and padding below the kernel size) the input gradient is computed
+/// the same way, as the convolution of the output gradient with the flipped weights, each input's gradient
+/// one in-order chain. The register-tiled kernels are those of implicit_conv_kernels.hpp; figures for
 /// the Needle ResNet9 (maps of 8x8 to 1x1) in benchmarks/train/README.md. Scratch is sized by prepare() and
 /// reused; nothing allocates while the shape stays. Results agree with im2col + GEMM within float rounding
 /// and are deterministic.
 class ImplicitConv {
 public:
     /// Builds the classes and sizes the scratch for `n` samples of geometry `g` into `out` channels;
-    /// requires use_implicit_conv(g).
-    void prepare(const ConvGeometry& g, std::size_t n, std::size_t out) {
+    /// requires use_implicit_conv(g). With forward_only, backward() must not be called.
+    void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false) {
         g_ = g;
         n_ = n;
         out_ = out;
+        // Stride 1 with padding below the kernel size: dx is the convolution of dy with the flipped,
+        // transposed weights and padding k - 1 - p, another forward (no scatter of overlapping taps into dx).
+        // Not on a 1x1 output, where no two positions' taps overlap and the flip would only add a pass.
+        dx_conv_.clear();
+        if (!forward_only && g.sh == 1 && g.sw == 1 && g.ph < g.kh && g.pw < g.kw && g.oh * g.ow > 1) {
+            ConvGeometry gt{out, g.oh, g.ow, g.kh, g.kw, 1, 1, g.kh - 1 - g.ph, g.kw - 1 - g.pw};
+            gt.finish();
+            dx_conv_.resize(1);
+            dx_conv_[0].prepare(gt, n, g.c, true);
+            w_flip_.resize(g.c * out * g.kh * g.kw);
+            zero_bias_.assign(g.c, 0.0f);
+        }
         const std::size_t nkh = g.k1h - g.k0h, nkw = g.k1w - g.k0w, pos = g.positions();
         used_w_.clear();
         for (std::size_t ci = 0; ci < g.c; ++ci)
@@ -124,10 +138,12 @@ public:
                 cl.taps_in_order = cl.taps == used_w_.size();  // then tap_u_ runs 0, 1, ... in order
                 max_taps = std::max(max_taps, classes_.back().taps);
             }
-        dyt_.resize(n * pos * implicit_round(out));
-        dwt_.resize(g.col_rows() * implicit_round(out));
-        wt_.resize(std::max(implicit_round(out) * g.col_rows(), out * implicit_round(max_taps)));
-        dxt_.resize(implicit_mr_max * implicit_round(max_taps));
+        const bool scatter_dx = !forward_only && dx_conv_.empty();
+        dyt_.resize(forward_only ? 0 : n * pos * implicit_round(out));
+        dwt_.resize(forward_only ? 0 : g.col_rows() * implicit_round(out));
+        wt_.resize(
+            std::max(implicit_round(out) * g.col_rows(), scatter_dx ? out * implicit_round(max_taps) : 0));
+        dxt_.resize(scatter_dx ? implicit_mr_max * implicit_round(max_taps) : 0);
         avx512_ = gemm_avx512_available();
     }
 
@@ -164,6 +180,18 @@ public:
             for (std::size_t u = 0; u < used_w_.size(); ++u)
                 dw[o * fan_in() + used_w_[u]] += dwt_[u * outp + o];
         if (dx == nullptr) return;
+        if (!dx_conv_.empty()) {
+            // w_flip [c, out, kh, kw] = w [out, c, kh, kw] turned by 180 degrees, at the taps it uses only
+            const ConvGeometry& gt = dx_conv_[0].g_;
+            const std::size_t kh = g_.kh, kw = g_.kw;
+            for (std::size_t o = 0; o < out_; ++o)
+                for (std::size_t ci = 0; ci < g_.c; ++ci)
+                    for (std::size_t ki = gt.k0h; ki < gt.k1h; ++ki)
+                        for (std::size_t kj = gt.k0w; kj < gt.k1w; ++kj)
+                            w_flip_[((ci * out_ + o) * kh + ki) * kw + kj] =
+                                w[((o * g_.c + ci) * kh + kh - 1 - ki) * kw + kw - 1 - kj];
+            return dx_conv_[0].forward(dy, w_flip_.data(), zero_bias_.data(), dx);
+        }
         std::fill(dx, dx + n_ * g_.c * g_.h * g_.w, 0.0f);
         for (const Class& c : classes_) {
             if (c.taps == 0) continue;
@@ -215,6 +243,9 @@ private:
     std::vector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)
     std::vector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
     bool avx512_ = false;     // the AVX-512 kernels (gemm_avx512_available() at prepare())
+    std::vector<ImplicitConv> dx_conv_;  // stride 1: the input gradient's convolution (one, or none)
+    std::vector<float> w_flip_;          // its weights, [c, out, kh, kw]
+    std::vector<float> zero_bias_;       // its bias, [c] zeros
 };
 
 }  // namespace dtrain::detail
