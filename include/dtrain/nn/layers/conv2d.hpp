@@ -36,9 +36,8 @@ namespace dtrain {
 ///   of samples at a time (detail::col_chunk_samples, so they stay in cache); with AVX-512F,
 ///   detail::GemmConv runs such a layer's three products on the AVX-512 GEMM kernel instead (forward
 ///   bitwise the direct one's).
-/// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, one implicit GEMM per class
-///   of output positions that meet the input at the same taps, read in place (no columns, no padding);
-///   on AVX-512 register tiles with AVX-512F, with bitwise the AVX2 tiles' results.
+/// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, implicit GEMMs per class of
+///   positions with the same taps, input read in place (AVX-512 tiles with AVX-512F, bitwise the same).
 /// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
 ///   [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM (transposed with <= 32 output channels, which
 ///   OpenBLAS runs faster), reordered into NCHW with the bias; backward computes dW^T = cols * dY^T and

@@ -84,7 +84,8 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 class ImplicitConv {
 public:
     /// Builds the classes and sizes the scratch for `n` samples of geometry `g` into `out` channels;
-    /// requires use_implicit_conv(g). With forward_only, backward() must not be called.
+    /// requires direct_conv_available() and g.col_rows() > 0 (use_implicit_conv(g) for Conv2d's layers; the
+    /// input gradient's convolution may be unpadded). With forward_only, backward() must not be called.
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false) {
         g_ = g;
         n_ = n;
