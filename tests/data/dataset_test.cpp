@@ -37,7 +37,7 @@ TEST_CASE("make_dataset and from_arrays reject malformed arrays, naming the shap
 }
 
 TEST_CASE("subset rejects an empty index list and an index out of range", "[data][dataset][errors]") {
-    const auto d = dtrain::make_dataset(Tensor<float>::from_shape({3, 2}), Labels{0, 1, 2});
+    const auto d = dtrain::make_dataset(xt::zeros<float>({3, 2}), Labels{0, 1, 2});
     CHECK_THROWS_WITH(dtrain::subset(d, {}),
                       Contains("dtrain::subset: empty index list for 'in-memory arrays'"));
     CHECK_THROWS_WITH(dtrain::subset(d, {1, 3}),
@@ -73,7 +73,7 @@ TEST_CASE("A data set holds float targets [N, k] or class labels, and says which
     CHECK_THROWS_WITH(r.class_labels(), Contains("dtrain::Dataset::class_labels: 'in-memory arrays' holds "
                                                  "float targets"));
 
-    const auto c = dtrain::make_dataset(Tensor<float>::from_shape({3, 2}), Labels{0, 1, 0});
+    const auto c = dtrain::make_dataset(xt::zeros<float>({3, 2}), Labels{0, 1, 0});
     CHECK_FALSE(c.has_targets());
     CHECK(c.num_classes() == 2);
     CHECK(c.class_labels().size() == 3);
@@ -86,7 +86,7 @@ TEST_CASE("A data set holds float targets [N, k] or class labels, and says which
     // One target per sample may come as [N]; it is stored as [N, 1].
     Tensor<float> y = Tensor<float>::from_shape({3});
     y(0) = 1.5f, y(1) = -2.0f, y(2) = 0.25f;
-    const auto one = dtrain::make_regression_dataset(Tensor<float>::from_shape({3, 4}), y);
+    const auto one = dtrain::make_regression_dataset(xt::zeros<float>({3, 4}), y);
     CHECK(one.targets.shape() == std::vector<std::size_t>{3, 1});
     CHECK(one.targets(2, 0) == 0.25f);
     CHECK(one.num_targets() == 1);

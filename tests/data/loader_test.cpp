@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xbuilder.hpp>
+
 #include <dtrain/data/augment.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/loader.hpp>
@@ -186,7 +188,7 @@ TEST_CASE("DatasetView and DataLoader reject malformed or empty user arrays", "[
     const auto no_features = dtrain::Tensor<float>::from_shape({3, 0});
     CHECK_THROWS_WITH(DataLoader(dtrain::DatasetView(no_features, three), o),
                       Catch::Contains("DataLoader: the data set is empty (3 samples of shape [0])"));
-    const auto ok = dtrain::Tensor<float>::from_shape({3, 4});
+    const auto ok = dtrain::Tensor<float>(xt::zeros<float>({3, 4}));
     CHECK_NOTHROW(DataLoader(dtrain::DatasetView(ok, three), o));
 }
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <xtensor/xbuilder.hpp>
+
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/split.hpp>
 #include <support/test_utils.hpp>
@@ -85,7 +87,7 @@ TEST_CASE("A shuffled split takes the fraction of all samples, with float target
     CHECK(t != std::vector<int>{40, 41, 42, 43, 44, 45, 46, 47, 48, 49});
 
     // Class labels: one sample per class, where stratifying leaves the test part empty.
-    const auto c = dtrain::make_dataset(Tensor<float>::from_shape({3, 2}), Labels{0, 1, 2});
+    const auto c = dtrain::make_dataset(xt::zeros<float>({3, 2}), Labels{0, 1, 2});
     const auto [ctrain, ctest] = dtrain::train_test_split(c, 0.2, 1, SplitMode::Shuffled);
     CHECK(ctest.size() == 1);
     CHECK(ctrain.size() == 2);
@@ -100,7 +102,7 @@ TEST_CASE("train_test_split errors name stratification when it is the cause", "[
                                "float targets ([10, 2]): pass SplitMode::Shuffled"));
 
     // Three samples, one per class.
-    const auto d = dtrain::make_dataset(Tensor<float>::from_shape({3, 2}), Labels{0, 1, 2});
+    const auto d = dtrain::make_dataset(xt::zeros<float>({3, 2}), Labels{0, 1, 2});
     const std::pair<double, const char*> bad[] = {
         {0.0, "got 0"}, {1.0, "got 1"}, {-0.5, "got -0.5"}, {1.5, "got 1.5"}, {std::nan(""), "got nan"}};
     for (const auto& [f, text] : bad) {
@@ -126,6 +128,6 @@ TEST_CASE("train_test_split errors name stratification when it is the cause", "[
                                   "test samples, which leaves the test part empty"));
     CHECK(shuffled.find("stratif") == std::string::npos);
     // Two per class: half of each class goes to test.
-    const auto d2 = dtrain::make_dataset(Tensor<float>::from_shape({6, 2}), Labels{0, 1, 2, 0, 1, 2});
+    const auto d2 = dtrain::make_dataset(xt::zeros<float>({6, 2}), Labels{0, 1, 2, 0, 1, 2});
     CHECK(dtrain::train_test_split(d2, 0.5, 1).second.size() == 3);
 }

@@ -2,6 +2,8 @@
 // shape mismatches name the transform and the offending value or shape).
 #include <catch2/catch.hpp>
 
+#include <xtensor/xbuilder.hpp>
+
 #include <dtrain/data/transform.hpp>
 
 using Catch::Contains;
@@ -14,7 +16,7 @@ TEST_CASE("Standardizer::fit needs batch-first features with samples", "[data][t
     CHECK_THROWS_WITH(s.fit(Tensor<float>::from_shape({4})),
                       Contains("Standardizer::fit: need batch-first features with N > 0, got shape [4]"));
     CHECK_THROWS_WITH(s.fit(Tensor<float>::from_shape({0, 3})), Contains("got shape [0, 3]"));
-    CHECK_NOTHROW(s.fit(Tensor<float>::from_shape({1, 3})));
+    CHECK_NOTHROW(s.fit(xt::zeros<float>({1, 3})));
 }
 
 TEST_CASE("MinMaxScaler: range, fit and apply errors", "[data][transform][errors]") {
