@@ -99,8 +99,12 @@ public:
             gt.finish();
             dx_conv_.resize(1);
             dx_conv_[0].prepare(gt, n, g.c, true);
-            w_flip_.resize(g.c * out * g.kh * g.kw);
-            zero_bias_.assign(g.c, 0.0f);
+            // its used tap (o, ki, kj) of output (input) channel ci reads w at flip_w_[u] + ci * kh * kw
+            flip_w_.clear();
+            for (const std::size_t u : dx_conv_[0].used_w_) {
+                const std::size_t o = u / (g.kh * g.kw), ki = u / g.kw % g.kh, kj = u % g.kw;
+                flip_w_.push_back(o * g.c * g.kh * g.kw + (g.kh - 1 - ki) * g.kw + g.kw - 1 - kj);
+            }
         }
         const std::size_t nkh = g.k1h - g.k0h, nkw = g.k1w - g.k0w, pos = g.positions();
         used_w_.clear();
@@ -150,13 +154,8 @@ public:
 
     /// y [n, out, oh, ow] = the convolution of x [n, c, h, w] with w [out, c, kh, kw] plus bias [out].
     void forward(const float* x, const float* w, const float* bias, float* y) {
-#ifdef DTRAIN_DIRECT_CONV
         pack_implicit_weights(w, out_, fan_in(), used_w_.size(), used_w_.data(), wt_.data());
-        for (const Class& c : classes_)
-            (avx512_ ? implicit_conv_forward_avx512 : implicit_conv_forward)(
-                x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, g_.positions(), bias, y);
-#endif
-        (void)x, (void)w, (void)bias, (void)y;
+        run_forward(x, bias, y);
     }
 
     /// For the gradient dy [n, out, oh, ow] of forward(x): ADDS the weight gradient to dw and the bias
@@ -182,16 +181,10 @@ public:
                 dw[o * fan_in() + used_w_[u]] += dwt_[u * outp + o];
         if (dx == nullptr) return;
         if (!dx_conv_.empty()) {
-            // w_flip [c, out, kh, kw] = w [out, c, kh, kw] turned by 180 degrees, at the taps it uses only
-            const ConvGeometry& gt = dx_conv_[0].g_;
-            const std::size_t kh = g_.kh, kw = g_.kw;
-            for (std::size_t o = 0; o < out_; ++o)
-                for (std::size_t ci = 0; ci < g_.c; ++ci)
-                    for (std::size_t ki = gt.k0h; ki < gt.k1h; ++ki)
-                        for (std::size_t kj = gt.k0w; kj < gt.k1w; ++kj)
-                            w_flip_[((ci * out_ + o) * kh + ki) * kw + kj] =
-                                w[((o * g_.c + ci) * kh + kh - 1 - ki) * kw + kw - 1 - kj];
-            return dx_conv_[0].forward(dy, w_flip_.data(), zero_bias_.data(), dx);
+            // its weights [c, out, kh, kw] are w [out, c, kh, kw] turned by 180 degrees, packed straight away
+            ImplicitConv& t = dx_conv_[0];
+            pack_implicit_weights(w, g_.c, g_.kh * g_.kw, t.used_w_.size(), flip_w_.data(), t.wt_.data());
+            return t.run_forward(dy, nullptr, dx);
         }
         std::fill(dx, dx + n_ * g_.c * g_.h * g_.w, 0.0f);
         for (const Class& c : classes_) {
@@ -213,6 +206,16 @@ private:
         std::size_t m_begin, positions, tap_begin, taps;
         bool taps_in_order;
     };
+
+    // forward() with the weights already packed into wt_.
+    void run_forward(const float* x, const float* bias, float* y) {
+#ifdef DTRAIN_DIRECT_CONV
+        for (const Class& c : classes_)
+            (avx512_ ? implicit_conv_forward_avx512 : implicit_conv_forward)(
+                x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, g_.positions(), bias, y);
+#endif
+        (void)x, (void)bias, (void)y;
+    }
 
     std::size_t fan_in() const {
         return g_.c * g_.kh * g_.kw;
@@ -245,8 +248,7 @@ private:
     std::vector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
     bool avx512_ = false;     // the AVX-512 kernels (gemm_avx512_available() at prepare())
     std::vector<ImplicitConv> dx_conv_;  // stride 1: the input gradient's convolution (one, or none)
-    std::vector<float> w_flip_;          // its weights, [c, out, kh, kw]
-    std::vector<float> zero_bias_;       // its bias, [c] zeros
+    std::vector<std::size_t> flip_w_;    // where its used taps read w, for its output channel 0
 };
 
 }  // namespace dtrain::detail

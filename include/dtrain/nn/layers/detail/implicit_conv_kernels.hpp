@@ -176,7 +176,7 @@ template <class Tile, class Tail>
         constexpr std::size_t nr = T::nb * implicit_nr;
         const std::size_t cb = std::min(nr, out - o0);
         alignas(64) float init[nr] = {}, buf[T::mr * nr];
-        std::copy(bias + o0, bias + o0 + cb, init);
+        if (bias != nullptr) std::copy(bias + o0, bias + o0 + cb, init);
         const float* wb = w_packed + o0 * rows;  // block j of step (used tap) u at wb + (j * rows + u) * 16
         for (std::size_t m0 = 0; m0 < c.positions; m0 += T::mr) {
             const ImplicitRows<T::mr> r(c, m0);
@@ -206,10 +206,11 @@ template <class Tile, class Tail>
     });
 }
 
-/// Forward pass of one class of a convolution: y [n, out, pos] (NCHW) at the class's positions = bias + the
-/// class's taps' weights times the input x, 6 positions x 16 channels per register tile. `w_packed` holds
-/// the `rows` used taps' weights as pack_implicit_weights() left them. Requires direct_conv_available().
-/// Deterministic (a fixed summation order per output), within float rounding of im2col + GEMM.
+/// Forward pass of one class of a convolution: y [n, out, pos] (NCHW) at the class's positions = bias (none
+/// when null) + the class's taps' weights times the input x, 6 positions x 16 channels per register tile.
+/// `w_packed` holds the `rows` used taps' weights as pack_implicit_weights() left them. Requires
+/// direct_conv_available(). Deterministic (a fixed summation order per output), within float rounding of
+/// im2col + GEMM.
 DTRAIN_AVX2_KERNEL inline void implicit_conv_forward(const float* x, const ImplicitClass& c,
                                                      const float* w_packed, std::size_t rows, std::size_t out,
                                                      std::size_t pos, const float* bias, float* y) {
