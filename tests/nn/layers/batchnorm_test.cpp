@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -163,4 +164,92 @@ TEST_CASE("BatchNorm1d: names, ranges and errors", "[nn][batchnorm][errors]") {
     CHECK(contains(msg, "BatchNorm2d(3): expected input of shape [batch, 3, H, W] but got [2, 3, 4]"));
     msg = error_message([&] { m2.layer(0).forward(Tensor<float>::from_shape({2, 4, 2, 2}), y, false); });
     CHECK(contains(msg, "but got [2, 4, 2, 2]"));
+}
+
+namespace {
+
+// BatchNorm2d<float> (BatchNorm1d when `shape` has 2 axes) against the formulas in double, in training and
+// eval mode: y, dx, dgamma and dbeta within float rounding, and a second identical step bitwise the same.
+void check_against_double(const dtrain::Shape& shape, Rng& rng) {
+    const std::size_t n = shape[0], c = shape[1], inner = shape.size() == 4 ? shape[2] * shape[3] : 1;
+    for (bool training : {true, false}) {
+        Model<float> m(dtrain::Shape(shape.begin() + 1, shape.end()), 1);
+        if (shape.size() == 4)
+            m.add(BatchNorm2d<float>(c));
+        else
+            m.add(BatchNorm1d<float>(c));
+        for (auto& v : m.parameters())
+            v = float(rng.uniform(0.5, 1.5));
+        for (std::size_t k = 0; k < c; ++k)
+            m.state()[k] = float(rng.uniform(-1, 1)), m.state()[c + k] = float(rng.uniform(0.5, 2));
+        const std::vector<float> state0(m.state().begin(), m.state().end());
+        if (!training) m.eval();
+        const Tensor<float> x = random_tensor<float>(shape, rng, -1, 3), g = random_tensor<float>(shape, rng);
+        m.zero_grad();
+        const Tensor<float> y = m.forward(x), dx = m.backward(g, true);
+        const std::vector<float> grads(m.gradients().begin(), m.gradients().end());
+        double err = 0;
+        const auto at = [&](std::size_t s, std::size_t k, std::size_t j) { return (s * c + k) * inner + j; };
+        for (std::size_t k = 0; k < c; ++k) {
+            const double gamma = m.parameters()[k], beta = m.parameters()[c + k];
+            double mean = 0, var = 0, sg = 0, sgx = 0;
+            for (std::size_t s = 0; s < n; ++s)
+                for (std::size_t j = 0; j < inner; ++j)
+                    mean += x.data()[at(s, k, j)] / double(n * inner);
+            for (std::size_t s = 0; s < n; ++s)
+                for (std::size_t j = 0; j < inner; ++j)
+                    var += std::pow(x.data()[at(s, k, j)] - mean, 2) / double(n * inner);
+            if (!training) mean = state0[k], var = state0[c + k];
+            const double invstd = 1 / std::sqrt(var + 1e-5);
+            for (std::size_t s = 0; s < n; ++s)
+                for (std::size_t j = 0; j < inner; ++j) {
+                    const std::size_t i = at(s, k, j);
+                    sg += g.data()[i];
+                    sgx += g.data()[i] * (x.data()[i] - mean) * invstd;
+                    err =
+                        std::max(err, std::abs(y.data()[i] - (gamma * (x.data()[i] - mean) * invstd + beta)));
+                }
+            for (std::size_t s = 0; s < n; ++s)
+                for (std::size_t j = 0; j < inner; ++j) {
+                    const std::size_t i = at(s, k, j);
+                    const double xhat = (x.data()[i] - mean) * invstd, m_count = double(n * inner);
+                    const double want =
+                        training ? gamma * invstd * (g.data()[i] - sg / m_count - xhat * sgx / m_count)
+                                 : gamma * invstd * g.data()[i];
+                    err = std::max(err, std::abs(dx.data()[i] - want));
+                }
+            err = std::max({err, std::abs(grads[k] - sgx) / (1 + std::abs(sgx)),
+                            std::abs(grads[c + k] - sg) / (1 + std::abs(sg))});
+        }
+        INFO("shape " << dtrain::detail::shape_str(shape) << " training=" << training);
+        CHECK(err < 2e-4);
+        // The same step again: bitwise the same output and gradients (a fixed summation order).
+        std::copy(state0.begin(), state0.end(), m.state().begin());
+        m.zero_grad();
+        const Tensor<float> y2 = m.forward(x), dx2 = m.backward(g, true);
+        CHECK(std::equal(y.begin(), y.end(), y2.begin()));
+        CHECK(std::equal(dx.begin(), dx.end(), dx2.begin()));
+        CHECK(std::equal(grads.begin(), grads.end(), m.gradients().begin()));
+    }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "BatchNorm<float> agrees with the formulas in double at every map size, summed blockwise or by rows",
+    "[nn][batchnorm]") {
+    Rng rng(7);
+    // Blockwise (C * H * W <= 4096, or rows shorter than 8): ResNet9's 8x8 to 1x1 maps, odd sizes, rows of 1-7
+    // values, and a BatchNorm1d of many features. By rows: larger maps, with and without a tail of < 8.
+    for (const dtrain::Shape& shape : std::vector<dtrain::Shape>{{5, 16, 8, 8},
+                                                                 {4, 32, 4, 4},
+                                                                 {6, 64, 2, 2},
+                                                                 {7, 128, 1, 1},
+                                                                 {3, 5, 3, 5},
+                                                                 {4, 3, 2, 3},
+                                                                 {3, 700, 1, 7},
+                                                                 {9, 5000},
+                                                                 {2, 8, 24, 24},
+                                                                 {2, 5, 31, 29}})
+        check_against_double(shape, rng);
 }

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,7 @@ private:
         const auto [n, inner] = dims(in);
         const std::size_t count = n * inner;
         ensure_shape(out, in.shape());
+        size_blocks(inner);
         const T* x = in.data();
         T* y = out.data();
         training_ = training;
@@ -109,22 +112,20 @@ private:
                          " (a last batch of one sample? drop it with LoaderOptions::drop_last = true, or "
                          "choose a batch size that does not leave one)");
             channel_sums(
-                n, inner, [&](std::size_t, std::size_t i) { return double(x[i]); },
-                [](std::size_t, std::size_t) { return 0.0; });
+                n, inner, [&](double, double, std::size_t i) { return double(x[i]); }, nullptr);
             for (std::size_t c = 0; c < c_; ++c)
                 mean_[c] = acc1_[c] / double(count);
-            std::swap(acc1_, acc2_);
+            expand_stats(inner);
             channel_sums(
                 n, inner,
-                [&](std::size_t c, std::size_t i) {
-                    const double d = double(x[i]) - mean_[c];
+                [&](double mean, double, std::size_t i) {
+                    const double d = double(x[i]) - mean;
                     return d * d;
                 },
-                [](std::size_t, std::size_t) { return 0.0; });
-            std::swap(acc1_, acc2_);
+                nullptr);
             const double m = momentum_;
             for (std::size_t c = 0; c < c_; ++c) {
-                const double var = acc2_[c] / double(count);
+                const double var = acc1_[c] / double(count);
                 invstd_[c] = 1.0 / std::sqrt(var + eps_);
                 rmean_[c] = T((1.0 - m) * double(rmean_[c]) + m * mean_[c]);
                 rvar_[c] = T((1.0 - m) * double(rvar_[c]) + m * var * double(count) / double(count - 1));
@@ -135,16 +136,15 @@ private:
                 invstd_[c] = 1.0 / std::sqrt(double(rvar_[c]) + eps_);
             }
         }
+        expand_stats(inner);
         // y = x * a + b per channel, a = gamma * invstd, b = beta - mean * a
-        for (std::size_t c = 0; c < c_; ++c) {
-            acc1_[c] = double(gamma_[c]) * invstd_[c];
-            acc2_[c] = double(beta_[c]) - mean_[c] * acc1_[c];
-        }
-        for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
-            const T a = T(acc1_[c]), b = T(acc2_[c]);
-            for (std::size_t j = 0; j < len; ++j)
-                y[i + j] = x[i + j] * a + b;
-        });
+        elementwise<2>(
+            n, inner,
+            [&](std::size_t c) {
+                const double a = double(gamma_[c]) * invstd_[c];
+                return std::array<T, 2>{T(a), T(double(beta_[c]) - mean_[c] * a)};
+            },
+            [&](std::size_t i, const auto& k) { y[i] = x[i] * k(0) + k(1); });
     }
 
     void backward_impl(const Tensor<T>& in, const Tensor<T>& grad_out, Tensor<T>& grad_in,
@@ -155,9 +155,9 @@ private:
         const T* g = grad_out.data();
         // acc1 = sum(dy), acc2 = sum(dy * xhat) per channel
         channel_sums(
-            n, inner, [&](std::size_t, std::size_t i) { return double(g[i]); },
-            [&](std::size_t c, std::size_t i) {
-                return double(g[i]) * (double(x[i]) - mean_[c]) * invstd_[c];
+            n, inner, [&](double, double, std::size_t i) { return double(g[i]); },
+            [&](double mean, double invstd, std::size_t i) {
+                return double(g[i]) * (double(x[i]) - mean) * invstd;
             });
         for (std::size_t c = 0; c < c_; ++c) {
             dgamma_[c] += T(acc2_[c]);
@@ -170,19 +170,18 @@ private:
             // dx = gamma * invstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
             //    = k * dy - k * s1 - (x - mean) * (k * invstd * s2), in T with x centred first (exact
             //      enough when the mean is large against the spread), coefficients in double.
-            for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
-                const double k = double(gamma_[c]) * invstd_[c];
-                const double s1 = acc1_[c] / double(count), s2 = acc2_[c] / double(count);
-                const T kt = T(k), ks1 = T(k * s1), kx = T(k * invstd_[c] * s2), mu = T(mean_[c]);
-                for (std::size_t j = 0; j < len; ++j)
-                    d[i + j] = kt * g[i + j] - ks1 - (x[i + j] - mu) * kx;
-            });
+            elementwise<4>(
+                n, inner,
+                [&](std::size_t c) {
+                    const double k = double(gamma_[c]) * invstd_[c];
+                    const double s1 = acc1_[c] / double(count), s2 = acc2_[c] / double(count);
+                    return std::array<T, 4>{T(k), T(k * s1), T(k * invstd_[c] * s2), T(mean_[c])};
+                },
+                [&](std::size_t i, const auto& k) { d[i] = k(0) * g[i] - k(1) - (x[i] - k(3)) * k(2); });
         } else {
-            for_rows(n, inner, [&](std::size_t c, std::size_t i, std::size_t len) {
-                const T k = T(double(gamma_[c]) * invstd_[c]);
-                for (std::size_t j = 0; j < len; ++j)
-                    d[i + j] = g[i + j] * k;
-            });
+            elementwise<1>(
+                n, inner, [&](std::size_t c) { return std::array<T, 1>{T(double(gamma_[c]) * invstd_[c])}; },
+                [&](std::size_t i, const auto& k) { d[i] = g[i] * k(0); });
         }
     }
 
@@ -197,58 +196,112 @@ private:
         return {s[0], Spatial == 2 ? s[2] * s[3] : 1};
     }
 
-    // Sets acc1_[c] and acc2_[c] to the sums of f1(c, i) and f2(c, i) over channel c's elements i, in double.
-    // Long runs of one channel are summed in 8 interleaved partial sums, added lane by lane into 8 partial
-    // sums per channel that are added up only at the end, and short runs across channels, so the loops vectorise either way (the order is
-    // fixed: the same result on every call).
+    // True when a sample's block of C * inner values is small enough (or its rows too short) for per-value
+    // partial sums and coefficients: the loops then run over whole blocks, not over rows of one channel,
+    // which at ResNet9's 1x1 to 4x4 maps are 1 to 16 values long.
+    bool blockwise(std::size_t inner) const { return c_ * inner <= block_max || inner < lanes; }
+
+    // Sizes the blockwise scratch for blocks of C * inner values; allocates only when a block grows.
+    void size_blocks(std::size_t inner) {
+        if (!blockwise(inner)) return;
+        const std::size_t b = c_ * inner;
+        if (lane1_.size() < b) lane1_.resize(b), lane2_.resize(b);
+        if (stat_.size() < 2 * b) stat_.resize(2 * b), coef_.resize(4 * b);
+    }
+
+    // Blockwise: stat_ = mean_ then invstd_, each value's channel's, over a block of C * inner.
+    void expand_stats(std::size_t inner) {
+        if (!blockwise(inner)) return;
+        for (std::size_t c = 0; c < c_; ++c) {
+            std::fill_n(stat_.data() + c * inner, inner, mean_[c]);
+            std::fill_n(stat_.data() + (c_ + c) * inner, inner, invstd_[c]);
+        }
+    }
+
+    // Sets acc1_[c] (and acc2_[c], unless f2 is nullptr) to the sums of f1(mean, invstd, i) (and f2) over
+    // channel c's values i, in double, mean and invstd being the channel's. The order is fixed (the same
+    // result on every call): blockwise, each value of a block is summed over the samples and then each
+    // channel's values in order; otherwise each row of one channel in 8 interleaved partial sums, added lane
+    // by lane into 8 per channel that are added up at the end. Either way the loops vectorise.
     template <class F1, class F2>
     void channel_sums(std::size_t n, std::size_t inner, F1&& f1, F2&& f2) {
+        constexpr bool two = !std::is_same_v<std::decay_t<F2>, std::nullptr_t>;
         std::fill(acc1_.begin(), acc1_.end(), 0.0);
         std::fill(acc2_.begin(), acc2_.end(), 0.0);
-        if (inner < lanes) {
+        double* p1 = lane1_.data();
+        double* p2 = lane2_.data();
+        if (blockwise(inner)) {
+            const std::size_t b = c_ * inner;
+            const double* mean = stat_.data();
+            const double* invstd = mean + b;
+            std::fill_n(p1, b, 0.0);
+            if constexpr (two) std::fill_n(p2, b, 0.0);
             for (std::size_t s = 0; s < n; ++s)
-                for (std::size_t j = 0; j < inner; ++j)
-                    for (std::size_t c = 0; c < c_; ++c) {
-                        const std::size_t i = (s * c_ + c) * inner + j;
-                        acc1_[c] += f1(c, i);
-                        acc2_[c] += f2(c, i);
-                    }
+                for (std::size_t k = 0; k < b; ++k) {
+                    p1[k] += f1(mean[k], invstd[k], s * b + k);
+                    if constexpr (two) p2[k] += f2(mean[k], invstd[k], s * b + k);
+                }
+            for (std::size_t c = 0; c < c_; ++c)
+                for (std::size_t j = 0; j < inner; ++j) {
+                    acc1_[c] += p1[c * inner + j];
+                    if constexpr (two) acc2_[c] += p2[c * inner + j];
+                }
             return;
         }
-        std::fill(lane1_.begin(), lane1_.end(), 0.0);
-        std::fill(lane2_.begin(), lane2_.end(), 0.0);
+        std::fill_n(p1, c_ * lanes, 0.0);
+        std::fill_n(p2, c_ * lanes, 0.0);
         for (std::size_t s = 0; s < n; ++s)
             for (std::size_t c = 0; c < c_; ++c) {
-                double a[lanes] = {}, b[lanes] = {};  // in registers over the row
+                double a[lanes] = {}, z[lanes] = {};  // in registers over the row
+                const double mean = mean_[c], invstd = invstd_[c];
                 const std::size_t base = (s * c_ + c) * inner;
                 std::size_t j = 0;
                 for (; j + lanes <= inner; j += lanes)
                     for (std::size_t k = 0; k < lanes; ++k) {
-                        a[k] += f1(c, base + j + k);
-                        b[k] += f2(c, base + j + k);
+                        a[k] += f1(mean, invstd, base + j + k);
+                        if constexpr (two) z[k] += f2(mean, invstd, base + j + k);
                     }
                 for (std::size_t k = 0; j < inner; ++j, ++k) {
-                    a[k] += f1(c, base + j);
-                    b[k] += f2(c, base + j);
+                    a[k] += f1(mean, invstd, base + j);
+                    if constexpr (two) z[k] += f2(mean, invstd, base + j);
                 }
                 for (std::size_t k = 0; k < lanes; ++k) {
-                    lane1_[c * lanes + k] += a[k];
-                    lane2_[c * lanes + k] += b[k];
+                    p1[c * lanes + k] += a[k];
+                    p2[c * lanes + k] += z[k];
                 }
             }
         for (std::size_t c = 0; c < c_; ++c)
             for (std::size_t k = 0; k < lanes; ++k) {
-                acc1_[c] += lane1_[c * lanes + k];
-                acc2_[c] += lane2_[c * lanes + k];
+                acc1_[c] += p1[c * lanes + k];
+                acc2_[c] += p2[c * lanes + k];
             }
     }
 
-    // Calls f(channel, first flat index, length) for every contiguous run of one channel.
-    template <class F>
-    void for_rows(std::size_t n, std::size_t inner, F&& f) const {
+    // For every value i (flat index) of channel c, calls op(i, k) with k(q) the q-th of the K coefficients
+    // make(c) returns (a std::array<T, K>). Blockwise, the coefficients are first laid out per value of a
+    // block, so that the loop runs over whole blocks.
+    template <std::size_t K, class Make, class Op>
+    void elementwise(std::size_t n, std::size_t inner, Make&& make, Op&& op) {
+        if (blockwise(inner)) {
+            const std::size_t b = c_ * inner;
+            T* e = coef_.data();
+            for (std::size_t c = 0; c < c_; ++c) {
+                const std::array<T, K> a = make(c);
+                for (std::size_t q = 0; q < K; ++q)
+                    std::fill_n(e + q * b + c * inner, inner, a[q]);
+            }
+            for (std::size_t s = 0; s < n; ++s)
+                for (std::size_t k = 0; k < b; ++k)
+                    op(s * b + k, [&](std::size_t q) { return e[q * b + k]; });
+            return;
+        }
         for (std::size_t s = 0; s < n; ++s)
-            for (std::size_t c = 0; c < c_; ++c)
-                f(c, (s * c_ + c) * inner, inner);
+            for (std::size_t c = 0; c < c_; ++c) {
+                const std::array<T, K> a = make(c);
+                const std::size_t base = (s * c_ + c) * inner;
+                for (std::size_t j = 0; j < inner; ++j)
+                    op(base + j, [&](std::size_t q) { return a[q]; });
+            }
     }
 
     std::size_t c_;
@@ -263,7 +316,10 @@ private:
     std::vector<double> mean_, invstd_;  // statistics used by the last forward
     std::vector<double> acc1_, acc2_;    // per-channel scratch
     static constexpr std::size_t lanes = 8;
-    std::vector<double> lane1_, lane2_;  // channel_sums' partial sums, [C][lanes]
+    static constexpr std::size_t block_max = 4096;  // largest block of C * inner values taken blockwise
+    std::vector<double> lane1_, lane2_;  // channel_sums' partial sums, [C][lanes] or (blockwise) [C * inner]
+    std::vector<double> stat_;           // blockwise: mean_ and invstd_ per value of a block, [2][C * inner]
+    std::vector<T> coef_;                // blockwise: elementwise()'s coefficients, [K][C * inner]
 };
 
 /// Batch normalisation of [batch, features]; see BatchNorm.
