@@ -12,7 +12,8 @@
 // A prototype to bound what a shared-memory communicator could gain, not a dtrain policy: it supports one
 // call at a time and one node only. Prints median microseconds per call of each over the rounds.
 //
-// Usage: mpiexec.mpich -n 2 shm_floor [--floats N (default 535818, the MLP's gradient)] [--rounds R] [--reps K]
+// Usage: mpiexec.mpich -n 2 shm_floor [--floats N (default 535818, the MLP's gradient)] [--rounds R]
+//        [--reps K]
 #include <dtrain/dtrain.hpp>
 #include <support/stats.hpp>
 

@@ -112,7 +112,8 @@ dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
 }
 
 /// Throws dtrain::Error naming the flag when rank 0 cannot write one of the output files the flags ask for
-/// (--log, --timeline, --checkpoint, --save-model): found now, not after training. Files it creates to try are removed.
+/// (--log, --timeline, --checkpoint, --save-model): found now, not after training. Files it creates to try
+/// are removed.
 inline void check_output_paths(const CommonFlags& f) {
     if (dtrain::world_rank() != 0) return;
     const std::pair<const char*, std::string> outputs[] = {

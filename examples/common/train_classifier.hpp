@@ -176,7 +176,8 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                           {dopt.global_sum(tr.loss_sum), dopt.global_sum(tr.correct),
                            dopt.global_sum(tr.samples)}});
                 if (step == f.stop_after_step) return;  // as if interrupted: every rank at the same step
-                // Equal shards: the job's samples so far are this worker's times the workers (the epoch line's rate).
+                // Equal shards: the job's samples so far are this worker's times the workers (the epoch
+                // line's rate).
                 bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples,
                            std::size_t(tr.samples) * std::size_t(wn));
             }

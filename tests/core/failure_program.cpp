@@ -1,7 +1,7 @@
 // Failure scenarios that must end the job, driven by tests/core/run_failure_test.cmake. Every scenario trains
 // a small MLP with DistOptimizer<Policy> (argv[2]: collective, ring, naive or async) and breaks one rank:
-//   stop     rank 1 stops itself (SIGSTOP, as `kill -STOP`) before step 3: the stall watchdog must end the job
-//            naming the step and rank 1 as not answering
+//   stop     rank 1 stops itself (SIGSTOP, as `kill -STOP`) before step 3: the stall watchdog must end
+//            the job naming the step and rank 1 as not answering
 //   compute  rank 1 computes forever before step 3 (its watchdog still answers): named as computing
 //   leave    rank 1 catches an error and returns from main: the others must end, naming rank 1 as gone
 //   sizes    rank 0's data set has one batch more: the ranks end up in different operations, both named

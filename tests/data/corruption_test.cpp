@@ -42,7 +42,8 @@ void check_clean(const dtrain::Dataset& d, bool images) {
 }
 
 /// Writes each variant of `good` (every truncation length in `cuts`, and flips of each byte in `flips` with
-/// two masks) to `path` and runs `load`: each outcome must be a clean load or a dtrain::Error naming the file.
+/// two masks) to `path` and runs `load`: each outcome must be a clean load or a dtrain::Error naming the
+/// file.
 void corrupt_and_load(const std::vector<unsigned char>& good, const std::string& path,
                       const std::vector<std::size_t>& cuts, const std::vector<std::size_t>& flips,
                       const std::function<void()>& load, Tally& t) {

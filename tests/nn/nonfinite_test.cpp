@@ -236,8 +236,9 @@ TEST_CASE("Losses: a non-finite loss is returned like PyTorch's, with a non-fini
             CHECK(row_counts(grad, 1).first == 3);
         }
     }
-    // A -inf logit is an ordinary zero probability, unless it is the label's: then the loss is +inf. PyTorch's
-    // gradient stays finite there (softmax - one-hot); dtrain's is NaN, so the step cannot train on silently.
+    // A -inf logit is an ordinary zero probability, unless it is the label's: then the loss is +inf.
+    // PyTorch's gradient stays finite there (softmax - one-hot); dtrain's is NaN, so the step cannot train on
+    // silently.
     Tensor<float> z = {{0.5f, -inf_f, -1.0f}};
     CHECK(std::isfinite(ce.compute(z, Labels{0}, grad)));
     CHECK(grad(0, 1) == 0.0f);

@@ -43,7 +43,8 @@ TEST_CASE("Adam: three steps match hand-computed values", "[optim][adam]") {
         // g = 0 + 0.5 * 1 = 0.5 on step 1, so m_hat / sqrt(v_hat) = 1 (decoupled decay would give 0.95).
         const auto p = run_unit(Adam<double>(AdamOptions().lr(0.1).weight_decay(0.5)), {0, 0, 0});
         CHECK(p[0] == Approx(0.9).epsilon(1e-7));
-        // Step 2: g = 0.45, m = 0.09, v = 0.00045225 -> p = 0.9 - 0.1 * (0.09/0.19) / sqrt(0.00045225/0.001999)
+        // Step 2: g = 0.45, m = 0.09, v = 0.00045225
+        //   -> p = 0.9 - 0.1 * (0.09/0.19) / sqrt(0.00045225/0.001999)
         CHECK(p[1] == Approx(0.9 - 0.1 * (0.09 / 0.19) / std::sqrt(0.00045225 / 0.001999)).epsilon(1e-7));
     }
     SECTION("first step moves every value by lr, whatever the gradient's scale") {

@@ -11,7 +11,8 @@
 /// runs through it).
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/// Defined where dtrain can compile functions for AVX2 + FMA and choose them at run time (x86-64, GCC or Clang).
+/// Defined where dtrain can compile functions for AVX2 + FMA and choose them at run time (x86-64, GCC or
+/// Clang).
 #define DTRAIN_X86_DISPATCH 1
 /// Compiles a function for AVX2 and FMA; call it only when detail::cpu_has_avx2_fma().
 #define DTRAIN_AVX2_FMA __attribute__((target("avx2,fma")))

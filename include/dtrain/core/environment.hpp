@@ -53,8 +53,8 @@ namespace detail {
 ///   that did not arrive once a rank has waited `stall_timeout()` seconds in a dtrain operation (after a
 ///   warning at half of it), or a few seconds after a rank it waits for has left the job (its Environment
 ///   ended). The timeout is DTRAIN_STALL_TIMEOUT (seconds; default 300; 0 or "off": no watchdog) or an
-///   operation's own (DistOptions::stall_timeout). At scope exit this rank tells the others it leaves and waits
-///   (at most 10 s) for them to say the same, so MPI finalizes with no message left unreceived.
+///   operation's own (DistOptions::stall_timeout). At scope exit this rank tells the others it leaves and
+///   waits (at most 10 s) for them to say the same, so MPI finalizes with no message left unreceived.
 ///
 /// Not copyable or movable; create one per process.
 class Environment {

@@ -55,8 +55,8 @@ inline bool comm_has_world_rank(MPI_Comm comm, int world) {
 }  // namespace detail
 
 /// The stall watchdog of one process. Environment starts it on a private duplicate of MPI_COMM_WORLD when MPI
-/// provides MPI_THREAD_MULTIPLE and the stall timeout is not 0. Every `tick` it answers other ranks' questions
-/// ("what are you doing?") and looks at this process's OperationRecord:
+/// provides MPI_THREAD_MULTIPLE and the stall timeout is not 0. Every `tick` it answers other ranks'
+/// questions ("what are you doing?") and looks at this process's OperationRecord:
 /// - after half the timeout in one wait it asks every rank what it is doing (a census) and prints a warning;
 /// - after the whole timeout it asks again and ends the job (MPI_Abort) with "rank R has waited T s in
 ///   <operation> (step S); ranks that did not arrive: ...", each other rank's state (in which operation, for

@@ -33,7 +33,7 @@ enum class Sharding {
 enum class NonFinite {
     Stop,    ///< throw dtrain::Error on every rank, naming the step and the first layer affected.
     Skip,    ///< skip the update (on every rank alike) and count it in skipped_steps().
-    Ignore,  ///< no check: a NaN reaches the parameters silently (saves one pass over the gradients at 1 rank).
+    Ignore,  ///< no check: a NaN reaches the parameters silently (saves a pass over the gradients at 1 rank).
 };
 
 /// How the synchronous DistOptimizer compresses each gradient bucket on the wire (see

@@ -239,8 +239,8 @@ TEST_CASE(
     "BatchNorm<float> agrees with the formulas in double at every map size, summed blockwise or by rows",
     "[nn][batchnorm]") {
     Rng rng(7);
-    // Blockwise (C * H * W <= 4096, or rows shorter than 8): ResNet9's 8x8 to 1x1 maps, odd sizes, rows of 1-7
-    // values, and a BatchNorm1d of many features. By rows: larger maps, with and without a tail of < 8.
+    // Blockwise (C * H * W <= 4096, or rows shorter than 8): ResNet9's 8x8 to 1x1 maps, odd sizes, rows of
+    // 1-7 values, and a BatchNorm1d of many features. By rows: larger maps, with and without a tail of < 8.
     for (const dtrain::Shape& shape : std::vector<dtrain::Shape>{{5, 16, 8, 8},
                                                                  {4, 32, 4, 4},
                                                                  {6, 64, 2, 2},

@@ -11,7 +11,8 @@
 
 namespace dtrain {
 
-/// What master 0 (rank 0) learns about one gradient it receives; see DistOptimizer<Async, Opt>::set_step_callback.
+/// What master 0 (rank 0) learns about one gradient it receives; see
+/// DistOptimizer<Async, Opt>::set_step_callback.
 struct AsyncStepInfo {
     /// Worker index (0 .. num_workers() - 1) that sent the gradient.
     int worker = 0;
@@ -35,7 +36,8 @@ struct AsyncStats {
     std::uint64_t gradients = 0;
     /// Master: optimizer steps applied to its shard (fewer than gradients when rounds are averaged).
     std::uint64_t updates = 0;
-    /// Master: largest clock gap (worker clock minus slowest unfinished worker's clock) at a reply; <= staleness.
+    /// Master: largest clock gap (worker clock minus slowest unfinished worker's clock) at a
+    /// reply; <= staleness.
     std::uint64_t max_staleness = 0;
     /// Master: largest number of updates between a worker's read of the shard and its gradient's arrival.
     std::uint64_t max_delay = 0;

@@ -63,7 +63,8 @@ public:
     std::vector<char>& data() noexcept { return out_; }
 
     /// Appends the checksum and writes the bytes to `path` + ".tmp", then renames it over `path`, so an
-    /// interrupted write never destroys the previous file. Returns "" or the error, naming `who` and the file.
+    /// interrupted write never destroys the previous file. Returns "" or the error, naming `who` and the
+    /// file.
     std::string write_atomically(const std::string& path, const char* who) {
         u64(fnv1a(out_.data(), out_.size()));
         const std::string tmp = path + ".tmp";
