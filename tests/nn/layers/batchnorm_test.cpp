@@ -239,9 +239,11 @@ TEST_CASE(
     "BatchNorm<float> agrees with the formulas in double at every map size, summed blockwise or by rows",
     "[nn][batchnorm]") {
     Rng rng(7);
-    // Blockwise (C * H * W <= 4096, or rows shorter than 8): ResNet9's 8x8 to 1x1 maps, odd sizes, rows of
-    // 1-7 values, and a BatchNorm1d of many features. By rows: larger maps, with and without a tail of < 8.
-    for (const dtrain::Shape& shape : std::vector<dtrain::Shape>{{5, 16, 8, 8},
+    // Blockwise (C * H * W <= 512, or rows shorter than 8): ResNet9's 4x4 to 1x1 maps, a block of 512, odd
+    // sizes, rows of 1-7 values, and a BatchNorm1d of many features. By rows: ResNet9's 8x8 map and larger
+    // ones, with and without a tail of < 8.
+    for (const dtrain::Shape& shape : std::vector<dtrain::Shape>{{3, 8, 8, 8},
+                                                                 {5, 16, 8, 8},
                                                                  {4, 32, 4, 4},
                                                                  {6, 64, 2, 2},
                                                                  {7, 128, 1, 1},
