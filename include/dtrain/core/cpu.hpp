@@ -15,8 +15,8 @@
 /// Clang).
 #define DTRAIN_X86_DISPATCH 1
 /// Compiles a function for AVX2 and FMA; call it only when detail::cpu_has_avx2_fma(). Out of line, it starts
-/// on 64 bytes, as do the kernels below: its loops then lie the same way whatever code the linker puts before
-/// it (ResNet9's strided input gradient ran 11% slower after an unrelated change moved it by 32 bytes).
+/// on 64 bytes, as do the kernels below: its loops then lie the same way, and run at the same speed, whatever
+/// code the linker puts before it (benchmarks/train/README.md).
 #define DTRAIN_AVX2_FMA __attribute__((target("avx2,fma"), aligned(64)))
 /// A kernel entry point compiled for AVX2 and FMA and kept out of line, so that with_avx2() does not fold
 /// it into its caller: inlined into a large flattened function, the direct convolution kernel's register

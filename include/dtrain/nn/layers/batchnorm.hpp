@@ -199,7 +199,7 @@ private:
     // True when a sample's block of C * inner values is small enough (or its rows too short) for per-value
     // partial sums and coefficients: the loops then run over whole blocks, not over rows of one channel,
     // which at ResNet9's 1x1 to 4x4 maps are 1 to 16 values long. Larger blocks keep the row sums, whose
-    // partial sums stay in registers (ResNet9's 8x8 BatchNorm2d(16): 88 us by rows, 102 blockwise).
+    // partial sums stay in registers (measured: benchmarks/train/README.md).
     bool blockwise(std::size_t inner) const { return c_ * inner <= block_max || inner < lanes; }
 
     // Sizes the blockwise scratch for blocks of C * inner values; allocates only when a block grows.
