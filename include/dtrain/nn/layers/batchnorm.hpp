@@ -115,7 +115,7 @@ private:
                 n, inner, [&](double, double, std::size_t i) { return double(x[i]); }, nullptr);
             for (std::size_t c = 0; c < c_; ++c)
                 mean_[c] = acc1_[c] / double(count);
-            expand_stats(inner);
+            spread(stat_.data(), inner, [&](std::size_t c) { return mean_[c]; });
             channel_sums(
                 n, inner,
                 [&](double mean, double, std::size_t i) {
@@ -135,8 +135,9 @@ private:
                 mean_[c] = double(rmean_[c]);
                 invstd_[c] = 1.0 / std::sqrt(double(rvar_[c]) + eps_);
             }
+            spread(stat_.data(), inner, [&](std::size_t c) { return mean_[c]; });
         }
-        expand_stats(inner);
+        spread(stat_.data() + c_ * inner, inner, [&](std::size_t c) { return invstd_[c]; });
         // y = x * a + b per channel, a = gamma * invstd, b = beta - mean * a
         elementwise<2>(
             n, inner,
@@ -210,13 +211,13 @@ private:
         if (stat_.size() < 2 * b) stat_.resize(2 * b), coef_.resize(4 * b);
     }
 
-    // Blockwise: stat_ = mean_ then invstd_, each value's channel's, over a block of C * inner.
-    void expand_stats(std::size_t inner) {
+    // Blockwise: lays v(c) out over channel c's values of a block of C * inner at dst. stat_ holds mean_
+    // then invstd_ so laid out, the backward's channel_sums reads them from there.
+    template <class U, class V>
+    void spread(U* dst, std::size_t inner, V&& v) const {
         if (!blockwise(inner)) return;
-        for (std::size_t c = 0; c < c_; ++c) {
-            std::fill_n(stat_.data() + c * inner, inner, mean_[c]);
-            std::fill_n(stat_.data() + (c_ + c) * inner, inner, invstd_[c]);
-        }
+        for (std::size_t c = 0; c < c_; ++c)
+            std::fill_n(dst + c * inner, inner, v(c));
     }
 
     // Sets acc1_[c] (and acc2_[c], unless f2 is nullptr) to the sums of f1(mean, invstd, i) (and f2) over
@@ -286,11 +287,8 @@ private:
         if (blockwise(inner)) {
             const std::size_t b = c_ * inner;
             T* e = coef_.data();
-            for (std::size_t c = 0; c < c_; ++c) {
-                const std::array<T, K> a = make(c);
-                for (std::size_t q = 0; q < K; ++q)
-                    std::fill_n(e + q * b + c * inner, inner, a[q]);
-            }
+            for (std::size_t q = 0; q < K; ++q)
+                spread(e + q * b, inner, [&](std::size_t c) { return make(c)[q]; });
             for (std::size_t s = 0; s < n; ++s)
                 for (std::size_t k = 0; k < b; ++k)
                     op(s * b + k, [&](std::size_t q) { return e[q * b + k]; });
