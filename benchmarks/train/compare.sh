@@ -6,6 +6,11 @@
 # process that runs only that model. The CPU model heads the table.
 # Usage: benchmarks/train/compare.sh <bench_train_throughput> [ROUNDS=5] [STEPS=100] [<before binary>]
 #   MODELS=cnn,mlp,resnet9 selects models. Needs python3-torch (scripts/install-deps.sh --torch).
+#   ISA=avx2 runs every side as on a CPU without AVX-512: dtrain's AVX2 kernels (DTRAIN_AVX512=0),
+#   OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE, also the sgemm rate it measures) and oneDNN's AVX2 code
+#   (ONEDNN_MAX_CPU_ISA, PyTorch's convolutions). ISA=skylakex makes OpenBLAS (PyTorch's Linear and the
+#   sgemm rate) run its AVX-512 SkylakeX kernels, as it does on Intel AVX-512 CPUs (on AMD's it may take its
+#   AVX2 kernels). The CPU line says which.
 set -euo pipefail
 bin=${1:?usage: compare.sh <bench_train_throughput> [rounds] [steps] [before binary]}
 rounds=${2:-5}
@@ -14,6 +19,15 @@ before=${4:-}
 models=${MODELS:-cnn,mlp,resnet9}
 here=$(dirname "$0")
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+isa_note=""
+case "${ISA:-native}" in
+  native) ;;
+  avx2) export DTRAIN_AVX512=0 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2
+        isa_note="; restricted to AVX2: DTRAIN_AVX512=0 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2" ;;
+  skylakex) export OPENBLAS_CORETYPE=SkylakeX
+            isa_note="; OpenBLAS on its AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX" ;;
+  *) echo "compare.sh: ISA must be native, avx2 or skylakex, not '$ISA'" >&2; exit 2 ;;
+esac
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # One GEMM-rate pass (it also prints the 1024^3 rate, FLOP counts and GEMM bounds), then the rounds.
@@ -30,7 +44,7 @@ for m in ${models//,/ }; do
   [ -z "$before" ] || echo "rss before $m $("$before" --models "$m" --modes train --no-gemm --steps 20 --reps 1 | awk '/peak_rss/ {print $2}')" >> "$out"
   echo "rss pytorch $m $(/usr/bin/python3 "$here/pytorch_train.py" --models "$m" --modes train --steps 20 --reps 1 | awk '/rss/ {print $2}')" >> "$out"
 done
-cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) (family $(lscpu | sed -n 's/^CPU family: *//p' | head -1), model $(lscpu | sed -n 's/^Model: *//p' | head -1), $(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo no AVX-512))"
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1) (family $(lscpu | sed -n 's/^CPU family: *//p' | head -1), model $(lscpu | sed -n 's/^Model: *//p' | head -1), $(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo no AVX-512)$isa_note)"
 /usr/bin/python3 - "$out" "$cpu" "$rounds" "$steps" <<'PY'
 import sys, statistics, collections
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
