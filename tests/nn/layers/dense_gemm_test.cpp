@@ -59,34 +59,37 @@ TEST_CASE("gemm_avx512: every element is the in-order FMA chain over k, in both 
     }
 }
 
-TEST_CASE("transpose_avx512: exact transpose, with and without a bias per source row",
+TEST_CASE("transpose_avx512: exact transpose, with and without a bias per source row, in both loop orders",
           "[nn][dense][avx512]") {
     if (!dtrain::detail::cpu_has_avx512f()) {
         WARN("this CPU has no AVX-512F: transpose_avx512 not run (Dense<float> uses BLAS here)");
         return;
     }
     Rng rng(42);
-    const std::size_t shapes[][2] = {{1, 1}, {8, 8},  {64, 784}, {13, 21},
-                                     {9, 7}, {16, 3}, {3, 16},   {512, 64}};
+    const std::size_t shapes[][2] = {{1, 1},  {8, 8},  {64, 784}, {13, 21}, {9, 7},
+                                     {16, 3}, {3, 16}, {512, 64}, {24, 40}, {40, 17}};
+    // ldx a multiple of 1 KiB takes the other loop order (rows in panels of 16)
     for (const auto& sh : shapes)
-        for (const bool with_bias : {false, true}) {
-            const std::size_t rows = sh[0], cols = sh[1], ldx = cols + 2, ldy = rows + 3;
-            const auto x = random_floats(rows * ldx, rng), bias = random_floats(rows, rng);
-            const auto y0 = random_floats(cols * ldy, rng);
-            std::vector<float> y = y0;
-            dtrain::detail::transpose_avx512(rows, cols, x.data(), ldx, y.data(), ldy,
-                                             with_bias ? bias.data() : nullptr);
-            INFO(rows << " x " << cols << " bias=" << with_bias);
-            std::size_t wrong = 0, touched = 0;
-            for (std::size_t j = 0; j < cols; ++j) {
-                for (std::size_t i = 0; i < rows; ++i)
-                    wrong += y[j * ldy + i] != (with_bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j]);
-                for (std::size_t i = rows; i < ldy; ++i)
-                    touched += y[j * ldy + i] != y0[j * ldy + i];
+        for (const bool kib_rows : {false, true})
+            for (const bool with_bias : {false, true}) {
+                const std::size_t rows = sh[0], cols = sh[1], ldy = rows + 3,
+                                  ldx = kib_rows ? (cols + 255) / 256 * 256 : cols + 2;
+                const auto x = random_floats(rows * ldx, rng), bias = random_floats(rows, rng);
+                const auto y0 = random_floats(cols * ldy, rng);
+                std::vector<float> y = y0;
+                dtrain::detail::transpose_avx512(rows, cols, x.data(), ldx, y.data(), ldy,
+                                                 with_bias ? bias.data() : nullptr);
+                INFO(rows << " x " << cols << " ldx=" << ldx << " bias=" << with_bias);
+                std::size_t wrong = 0, touched = 0;
+                for (std::size_t j = 0; j < cols; ++j) {
+                    for (std::size_t i = 0; i < rows; ++i)
+                        wrong += y[j * ldy + i] != (with_bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j]);
+                    for (std::size_t i = rows; i < ldy; ++i)
+                        touched += y[j * ldy + i] != y0[j * ldy + i];
+                }
+                CHECK(wrong == 0);
+                CHECK(touched == 0);
             }
-            CHECK(wrong == 0);
-            CHECK(touched == 0);
-        }
 }
 
 #endif  // DTRAIN_X86_DISPATCH
