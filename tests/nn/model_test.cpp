@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -262,6 +265,81 @@ TEST_CASE("Model: backward adds into the gradients and calls the hook last layer
     m.zero_grad();
     for (auto v : m.gradients())
         CHECK(v == 0.0);
+}
+
+// Gradients of one zero_grad(), forward(), backward() on `m`, starting from `stale` in the gradient buffer
+// (what a previous step left there), with the partial-gradient hook in parts of `chunk` values (0: none).
+template <class T>
+std::vector<T> grads_after_zero_grad(Model<T> m, const Tensor<T>& x, const Tensor<T>& g, T stale,
+                                     std::size_t chunk) {
+    for (auto& v : m.gradients())
+        v = stale;
+    if (chunk > 0) m.set_partial_grad_hook([](std::size_t, std::size_t, std::size_t) {}, chunk);
+    m.zero_grad();
+    m.forward(x);
+    m.backward(g);
+    return {m.gradients().begin(), m.gradients().end()};
+}
+
+TEST_CASE("Model: zero_grad() is deferred to backward(), with bitwise the gradients of zeroing first",
+          "[nn][model]") {
+    // Dense (float and double, AVX-512 and BLAS paths, whole and in parts) writes its slice after
+    // zero_grad(); Conv2d and BatchNorm do not, and have their slices zeroed by backward().
+    Rng rng(8);
+    auto check = [&](auto m, auto x, auto g) {
+        using T = typename decltype(x)::value_type;
+        // The reference: the buffer zeroed by hand, then backward() adding into it.
+        Model<T> ref = m;
+        for (auto& v : ref.gradients())
+            v = T(0);
+        ref.forward(x);
+        ref.backward(g);
+        const std::vector<T> want(ref.gradients().begin(), ref.gradients().end());
+        for (const std::size_t chunk : {std::size_t(0), std::size_t(37)}) {
+            for (const T stale : {T(1.5), std::numeric_limits<T>::quiet_NaN()}) {
+                const std::vector<T> got = grads_after_zero_grad(m, x, g, stale, chunk);
+                INFO("chunk " << chunk << " stale " << stale);
+                CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(T)) == 0);
+            }
+        }
+        // A second backward() adds to the first (to rounding: the sums continue from the first's values);
+        // gradients() after zero_grad() reads zeros.
+        Model<T> acc = m;
+        acc.zero_grad();
+        acc.forward(x);
+        acc.backward(g);
+        acc.forward(x);
+        acc.backward(g);
+        std::size_t far = 0;
+        for (std::size_t i = 0; i < want.size(); ++i)
+            far += std::abs(acc.gradients()[i] - 2 * want[i]) > T(1e-5) * (1 + std::abs(want[i]));
+        CHECK(far == 0);
+        std::size_t wrong = 0;
+        acc.zero_grad();
+        const Model<T> copy = acc;  // a copy keeps the deferred zeroing too
+        for (auto v : acc.gradients())
+            wrong += v != T(0);
+        for (auto v : copy.gradients())
+            wrong += v != T(0);
+        CHECK(wrong == 0);
+    };
+    for (const bool avx512 : {true, false}) {
+        dtrain::detail::gemm_avx512_enabled() = avx512;
+        Model<float> f({2, 6, 6}, 3);
+        f.add(dtrain::Conv2d<float>(2, 4, 3, 1, 1))
+            .add(dtrain::BatchNorm2d<float>(4))
+            .add(dtrain::ReLU<float>())
+            .add(dtrain::Flatten<float>())
+            .add(dtrain::Dense<float>(144, 20))
+            .add(dtrain::ReLU<float>())
+            .add(dtrain::Dense<float>(20, 3));
+        f.train();
+        check(f, random_tensor<float>({5, 2, 6, 6}, rng), random_tensor<float>({5, 3}, rng));
+    }
+    dtrain::detail::gemm_avx512_enabled() = true;
+    Model<double> d = mixed_model(4);
+    d.eval();  // no dropout masks: the same forward in each copy
+    check(d, random_tensor<double>({4, 2, 6, 6}, rng), random_tensor<double>({4, 3}, rng));
 }
 
 TEST_CASE("Model: the partial-gradient hook gets Dense's gradient in parts, end of the slice first",

@@ -47,7 +47,10 @@ struct GradProgress {
 /// clone() (a clone is unbound; the Model binds it). A layer whose parameter gradient is large and can be
 /// computed in parts (Dense) may, when grad_chunk() is not 0, compute it in parts of about grad_chunk()
 /// values, from the END of its slice to its start, and call report_grads_ready() after each, so that a
-/// distributed optimizer can start reducing them before the layer's backward() returns.
+/// distributed optimizer can start reducing them before the layer's backward() returns. A layer that can
+/// write its whole gradient slice in one pass (Dense) may say so with writes_unset_grads(): after
+/// zero_grad() its backward() then writes instead of adding (grads_unset()), which saves the zeroing pass
+/// and the reads of zeros.
 template <class T>
 class Layer {
 public:
@@ -101,6 +104,19 @@ public:
     /// Sets where backward() reports final parts of the gradient slice (called by Sequential::backward()).
     void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
 
+    /// True for a layer whose next backward(), when grads_unset() is true, WRITES its parameter gradients
+    /// (every value of its slice, whatever the slice held) instead of adding them, with bit for bit the
+    /// result of adding them to zeros, and then clears grads_unset(). Default false: Model::zero_grad()
+    /// zeroes such a layer's slice itself.
+    virtual bool writes_unset_grads() const noexcept { return false; }
+
+    /// Marks the layer's gradient slice as holding nothing yet (set by Model::zero_grad() for layers whose
+    /// writes_unset_grads() is true; cleared by the layer's backward() and by Model::gradients()).
+    void set_grads_unset(bool unset) noexcept { grads_unset_ = unset; }
+
+    /// True while the gradient slice holds nothing yet: the next backward() writes it.
+    bool grads_unset() const noexcept { return grads_unset_; }
+
 protected:
     /// Requested granularity of partial gradient reports in values; 0 when nobody listens.
     std::size_t grad_chunk() const noexcept { return progress_.fn != nullptr ? progress_.chunk : 0; }
@@ -111,6 +127,7 @@ protected:
 
 private:
     GradProgress progress_;
+    bool grads_unset_ = false;
 };
 
 namespace detail {

@@ -64,6 +64,8 @@ public:
           rng_(other.rng_),
           training_(other.training_) {
         rebind();
+        // The cloned layers start with nothing unset: give them the zeros zero_grad() deferred.
+        if (other.grads_unset_) zero_unset_slices(other.seq_);
     }
 
     /// Move: takes the buffers and layers and rebinds the views (vector moves keep addresses, but rebinding
@@ -74,6 +76,7 @@ public:
           shapes_(std::move(other.shapes_)),
           params_(std::move(other.params_)),
           grads_(std::move(other.grads_)),
+          grads_unset_(other.grads_unset_),
           state_(std::move(other.state_)),
           input_grad_(std::move(other.input_grad_)),
           rng_(other.rng_),
@@ -97,6 +100,7 @@ public:
         shapes_ = std::move(other.shapes_);
         params_ = std::move(other.params_);
         grads_ = std::move(other.grads_);
+        grads_unset_ = other.grads_unset_;
         state_ = std::move(other.state_);
         input_grad_ = std::move(other.input_grad_);
         rng_ = other.rng_;
@@ -158,21 +162,48 @@ public:
             listener.partial = &Model::layer_partial;
             listener.chunk = partial_chunk_;
         }
+        grads_unset_ = false;  // from here on each layer's own flag says (gradients() zeroes nothing)
         seq_.backward(*input_, grad_output, input_grad_, need_input_grad, listener);
         return input_grad_;
     }
 
-    /// Sets every gradient to zero.
-    void zero_grad() { std::fill(grads_.begin(), grads_.end(), T(0)); }
+    /// Sets every gradient to zero. Layers that can write their whole gradient slice in backward()
+    /// (Layer::writes_unset_grads(), e.g. Dense) are told so instead, which saves a pass over their part of
+    /// the buffer and their backward()'s reads of zeros, with bit for bit the same gradients; the rest is
+    /// zeroed here. gradients() zeroes what a backward() has not written yet, so a Span taken from
+    /// gradients() before zero_grad() reads the old values of those slices until the next backward() or
+    /// gradients().
+    void zero_grad() {
+        grads_unset_ = false;
+        for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
+            Layer<T>& l = seq_.layer(i);
+            l.set_grads_unset(l.writes_unset_grads());
+            grads_unset_ = grads_unset_ || l.grads_unset();
+            if (!l.grads_unset()) zero_slice(i);
+        }
+    }
 
     /// Flat view of all parameters (layer 0 first).
     Span<T> parameters() { return {params_.data(), params_.size()}; }
     /// Read-only flat view of all parameters.
     Span<const T> parameters() const { return {params_.data(), params_.size()}; }
-    /// Flat view of all gradients, same layout as parameters().
-    Span<T> gradients() { return {grads_.data(), grads_.size()}; }
-    /// Read-only flat view of all gradients.
-    Span<const T> gradients() const { return {grads_.data(), grads_.size()}; }
+    /// Flat view of all gradients, same layout as parameters() (zeroes first the slices zero_grad() left
+    /// to a backward() that has not run).
+    Span<T> gradients() {
+        if (grads_unset_) {
+            zero_unset_slices(seq_);
+            for (std::size_t i = 0; i < seq_.num_layers(); ++i)
+                seq_.layer(i).set_grads_unset(false);
+            grads_unset_ = false;
+        }
+        return {grads_.data(), grads_.size()};
+    }
+    /// Read-only flat view of all gradients (zeroes first the slices zero_grad() left to a backward() that
+    /// has not run; the layers may still write them).
+    Span<const T> gradients() const {
+        if (grads_unset_) zero_unset_slices(seq_);
+        return {grads_.data(), grads_.size()};
+    }
     /// Flat view of the non-trainable state (BatchNorm running statistics).
     Span<T> state() { return {state_.data(), state_.size()}; }
     /// Read-only flat view of the non-trainable state.
@@ -270,6 +301,20 @@ public:
 private:
     void rebind() { seq_.bind(params_.data(), grads_.data(), state_.data()); }
 
+    // Zeroes the gradient slice of layer `layer`.
+    void zero_slice(std::size_t layer) const {
+        const Range r = seq_.parameter_ranges()[layer];
+        std::fill(grads_.begin() + std::ptrdiff_t(r.offset),
+                  grads_.begin() + std::ptrdiff_t(r.offset + r.size), T(0));
+    }
+
+    // Zeroes the slices of the layers of `seq` (this model's or the one it copies) whose gradients are still
+    // unset.
+    void zero_unset_slices(const Sequential<T>& seq) const {
+        for (std::size_t i = 0; i < seq.num_layers(); ++i)
+            if (seq.layer(i).grads_unset()) zero_slice(i);
+    }
+
     // BackwardListener functions: pass the sequence's events on to the hooks.
     static void layer_done(void* self, std::size_t layer) { static_cast<Model*>(self)->hook_(layer); }
     static void layer_partial(void* self, std::size_t layer, std::size_t begin, std::size_t end) {
@@ -280,7 +325,8 @@ private:
     Sequential<T> seq_{"Model"};
     std::vector<Shape> shapes_;  // shapes_[i] = per-sample output shape of layer i
     std::vector<T> params_;
-    std::vector<T> grads_;
+    mutable std::vector<T> grads_;  // mutable: gradients() const zeroes what zero_grad() left unset
+    bool grads_unset_ = false;      // some layer's slice is unset (zero_grad() since the last backward())
     std::vector<T> state_;
     Tensor<T> input_grad_;  // dLoss/dinput of the last backward() that asked for it
     const Tensor<T>* input_ = nullptr;

@@ -78,7 +78,11 @@ public:
                   bool need_grad_in) override {
         const std::size_t n = in.shape()[0];
         const T* g = grad_out.data();
-        // db += column sums of g ; dW += g^T * in (the bias follows the weights in the slice)
+        // db += column sums of g ; dW += g^T * in (the bias follows the weights in the slice); after
+        // zero_grad() both are written, not added (the same values as added to zeros)
+        const bool add = !this->grads_unset();
+        this->set_grads_unset(false);
+        if (!add) std::fill(db_, db_ + out_, T(0));
         for (std::size_t r = 0; r < n; ++r) {
             const T* gr = g + r * out_;
             for (std::size_t j = 0; j < out_; ++j)
@@ -91,12 +95,12 @@ public:
             const std::size_t rows = std::max<std::size_t>(1, chunk / in_);
             for (std::size_t hi = out_; hi > 0;) {
                 const std::size_t lo = hi > rows ? hi - rows : 0;
-                weight_grad(n, lo, hi, g, in.data());
+                weight_grad(add, n, lo, hi, g, in.data());
                 this->report_grads_ready(lo * in_, hi * in_);
                 hi = lo;
             }
         } else {
-            weight_grad(n, 0, out_, g, in.data());
+            weight_grad(add, n, 0, out_, g, in.data());
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
@@ -110,6 +114,9 @@ public:
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
 
+    /// Dense writes its whole slice in backward() after Model::zero_grad() (Layer::grads_unset()).
+    bool writes_unset_grads() const noexcept override { return true; }
+
     /// Input features.
     std::size_t in_features() const noexcept { return in_; }
     /// Output features.
@@ -121,14 +128,16 @@ public:
     TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
 
 private:
-    // dW[lo, hi) += g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_].
-    void weight_grad(std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
+    // dW[lo, hi) (+)= g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_]; adds when `add`,
+    // else writes.
+    void weight_grad(bool add, std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
         if constexpr (std::is_same_v<T, float>) {
             if (detail::gemm_avx512_available())
-                return detail::gemm_avx512(true, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
+                return detail::gemm_avx512(add, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
                                            in_);
         }
-        detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in, in_, T(1), dw_ + lo * in_, in_);
+        detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in, in_, add ? T(1) : T(0),
+                     dw_ + lo * in_, in_);
     }
 
     std::size_t in_, out_;
