@@ -35,6 +35,12 @@
 #   --mca oob_tcp_if_include eth0 --mca plm_rsh_agent <launcher> -H 198.18.0.1,... --map-by node
 #   --bind-to none (each host's daemon sees the whole machine, and its default binding of up to 2 ranks, one
 #   core each from core 0, put every host's rank on core 0); programs must be built with mpicxx.openmpi.
+#   --mca btl_tcp_eager_limit, btl_tcp_rndv_eager_limit and btl_tcp_max_send_size E, with E =
+#   DTRAIN_CLUSTER_EAGER (default 1052672, 1 MiB + 4 KiB; "default" keeps Open MPI's 64 KiB / 128 KiB): a
+#   message up to E bytes is written to the socket at once instead of waiting for the receiver's reply to a
+#   rendezvous request, which with one core per host and no progress thread comes only at the receiver's
+#   next MPI call. So a gradient bucket started during backward crosses the link while both ranks compute
+#   (DistOptimizer's overlap; measured in benchmarks/multihost/README.md, "Eager messages").
 #   A 16 MiB all-reduce sends >= 16 MiB on each eth0.
 #   MPICH 4.0 on UCX: UCX_TLS=tcp,self (with UCX's default transports the ranks of two namespaces still
 #   find each other's shared memory and the link carries nothing), UCX_NET_DEVICES=eth0; hydra with
@@ -117,6 +123,24 @@ cluster_session() {
     fi
     trap 'cluster_clear >&2' EXIT
     trap 'exit 130' INT TERM
+}
+
+# For benchmark scripts that time an Open MPI program over the cluster: cluster_openmpi_bench NAME BIN TARGET
+# refuses (exit 2, naming what is wrong) unless run as root with BIN built (by TARGET) against Open MPI,
+# points `run` at Open MPI, then takes the cluster session (cluster_session NAME 900).
+cluster_openmpi_bench() {
+    local name=$1 bin=$2 target=$3
+    [ "$(id -u)" = 0 ] || { echo "$name: needs root (network namespaces)" >&2; exit 2; }
+    [ -x "$bin" ] || {
+        echo "$name: $bin is not built: cmake --preset openmpi && cmake --build build-openmpi --target $target" >&2
+        exit 2
+    }
+    case "$(ldd "$bin" 2> /dev/null || true)" in
+        *libmpi.so.40*) ;;
+        *) echo "$name: $bin is not an Open MPI build (cmake --preset openmpi)" >&2; exit 2 ;;
+    esac
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DTRAIN_CLUSTER_MPI=openmpi
+    cluster_session "$name" 900
 }
 
 # The bytes per second of a tc rate such as 10gbit or 500mbit (also for scripts that source this one).
@@ -381,11 +405,19 @@ run() {
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
             for w in ${DTRAIN_CLUSTER_ENV:-}; do xs+=(-x "$w"); done
             hostlist=$(paste -sd, "$STATE/hostfile")
+            # Messages up to DTRAIN_CLUSTER_EAGER bytes go eagerly: see the header.
+            local eager=() e=${DTRAIN_CLUSTER_EAGER:-1052672}
+            case "$e" in
+                default) ;;
+                *[!0-9]* | '') die "run: DTRAIN_CLUSTER_EAGER must be a byte count or 'default', got '$e'" ;;
+                *) eager=(--mca btl_tcp_eager_limit "$e" --mca btl_tcp_rndv_eager_limit "$e"
+                          --mca btl_tcp_max_send_size "$e") ;;
+            esac
             in_host 1 "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
                 -H "$hostlist" --map-by node --bind-to none --oversubscribe -n "$np" \
                 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
                 --mca oob_tcp_if_include eth0 --mca plm_rsh_agent "$STATE/launcher" \
-                "${xs[@]}" "$@" || status=$?
+                ${eager[@]+"${eager[@]}"} "${xs[@]}" "$@" || status=$?
             ;;
         mpich)
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words

@@ -13,12 +13,14 @@
 # launch reversed too):
 #   - bench_train_dist --budget (BUDGET_POLICIES): rank 0's bare step alone (one rank), the bare step on
 #     both ranks with no communication (the ceiling), and the gradient's all-reduce alone per policy;
-#   - bench_train_dist per compression in COMPRESSIONS: every policy in POLICIES x overlap in OVERLAP;
+#   - bench_train_dist per compression in COMPRESSIONS and bucket size in BUCKETS: every policy in POLICIES
+#     x overlap in OVERLAP;
 #   - PyTorch DDP (gloo) per compression in DDP_COMPRESSIONS (ddp_train.py, one process per host started
 #     with `cluster.sh exec H`).
 # Environment (defaults in brackets):
 #   RATES ["25gbit 10gbit 1gbit"]  ROUNDS [3]  MODELS ["cnn mlp"]  POLICIES [collective,ring,naive]
-#   OVERLAP [0,1]  COMPRESSIONS ["none fp16 bf16 topk"]  TOPK_RATIO [0.01]  DDP_COMPRESSIONS ["none fp16"]
+#   OVERLAP [0,1]  BUCKETS ["1048576 524288"] (SyncOptions::bucket_bytes; 1 MiB is the default)
+#   COMPRESSIONS ["none fp16 bf16 topk"]  TOPK_RATIO [0.01]  DDP_COMPRESSIONS ["none fp16"]
 #   ("" skips DDP)  BUDGET_POLICIES [collective,ring,naive] ("" skips the budget launches)  BATCH [64]
 #   STEPS_CNN [20]  STEPS_MLP [60]  REPS [3]  BUDGET_STEPS_CNN [10]  BUDGET_STEPS_MLP [30]  BUDGET_REPS [3]
 #   TIMEOUT [300] seconds per launch (then it is stopped, recorded as status=timeout, and the run goes on)
@@ -48,6 +50,7 @@ ROUNDS=${ROUNDS:-3}
 MODELS=${MODELS-"cnn mlp"}
 POLICIES=${POLICIES:-collective,ring,naive}
 OVERLAP=${OVERLAP:-0,1}
+BUCKETS=${BUCKETS:-"1048576 524288"}
 COMPRESSIONS=${COMPRESSIONS-"none fp16 bf16 topk"}
 TOPK_RATIO=${TOPK_RATIO:-0.01}
 DDP_COMPRESSIONS=${DDP_COMPRESSIONS-"none fp16"}
@@ -236,7 +239,7 @@ npol=$(echo "$POLICIES" | tr ',' '\n' | grep -c .)
 nov=$(echo "$OVERLAP" | tr ',' '\n' | grep -c .)
 log "start $(date -u +%FT%TZ) host=$(hostname) nproc=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg)" \
     "bin=$BIN mpi=$DTRAIN_CLUSTER_MPI rates=\"$RATES\" rounds=$ROUNDS models=\"$MODELS\" policies=$POLICIES" \
-    "overlap=$OVERLAP compressions=\"$COMPRESSIONS\" topk_ratio=$TOPK_RATIO ddp=\"$DDP_COMPRESSIONS\"" \
+    "overlap=$OVERLAP buckets=\"$BUCKETS\" compressions=\"$COMPRESSIONS\" topk_ratio=$TOPK_RATIO ddp=\"$DDP_COMPRESSIONS\"" \
     "budget_policies=$BUDGET_POLICIES batch=$BATCH steps_cnn=$STEPS_CNN steps_mlp=$STEPS_MLP reps=$REPS" \
     "timeout=$TIMEOUT git=$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)"
 start=$(date +%s)
@@ -249,7 +252,7 @@ for round in $(seq "$ROUNDS"); do
         # The launches of this session, one per line: kind model [compression].
         plan=$(for model in $MODELS; do
             [ -z "$BUDGET_POLICIES" ] || echo "budget $model"
-            for c in $COMPRESSIONS; do echo "dtrain $model $c"; done
+            for c in $COMPRESSIONS; do for b in $BUCKETS; do echo "dtrain $model $c $b"; done; done
             for c in $DDP_COMPRESSIONS; do echo "ddp $model $c"; done
         done)
         pol=$POLICIES ov=$OVERLAP bpol=$BUDGET_POLICIES
@@ -259,7 +262,7 @@ for round in $(seq "$ROUNDS"); do
         fi
         # The plan is read from descriptor 3 and every launch gets /dev/null as its input: mpiexec forwards
         # its standard input to rank 0 and would swallow the rest of the plan.
-        while read -r kind model comp <&3; do
+        while read -r kind model comp bucket <&3; do
             if [ "$model" = cnn ]; then steps=$STEPS_CNN bsteps=$BUDGET_STEPS_CNN; else steps=$STEPS_MLP bsteps=$BUDGET_STEPS_MLP; fi
             case "$kind" in
                 budget)
@@ -269,9 +272,9 @@ for round in $(seq "$ROUNDS"); do
                 dtrain)
                     extra=()
                     [ "$comp" != topk ] || extra=(--topk-ratio "$TOPK_RATIO")
-                    run_bench "dtrain-$model-$comp" $((npol * nov * ($(max 5 $((steps / 5))) + steps * REPS))) \
+                    run_bench "dtrain-$model-$comp-b$bucket" $((npol * nov * ($(max 5 $((steps / 5))) + steps * REPS))) \
                         --model "$model" --policies "$pol" --overlap "$ov" --steps "$steps" --reps "$REPS" \
-                        --batch "$BATCH" --compression "$comp" ${extra[@]+"${extra[@]}"}
+                        --batch "$BATCH" --compression "$comp" --bucket-bytes "$bucket" ${extra[@]+"${extra[@]}"}
                     ;;
                 ddp) run_ddp "ddp-$model-$comp" "$model" "$comp" "$steps" ;;
             esac

@@ -8,7 +8,7 @@ per link rate and model, the medians over rounds:
   - the link: nominal tc rate and the bulk TCP rate cluster.sh measured when it brought the cluster up;
   - ceiling: samples/s of both ranks running the bare local step with no communication at all
     (bench_train_dist --budget's T_both), and 2 x one rank's (rank 0 alone while the other sleeps, T1);
-  - per dtrain configuration (policy, overlap, compression): samples/s, efficiency = samples/s / ceiling
+  - per dtrain configuration (policy, overlap, bucket size, compression): samples/s, efficiency = samples/s / ceiling
     (median of the per-round ratios), the ratio to PyTorch DDP without compression and to DDP with the same
     compression (fp16 only), the time per iteration (from the median samples/s), the bytes each rank all-reduces per step (wire_bytes),
     the wire floor (2(p-1)/p x wire_bytes / rate: what a ring all-reduce of those bytes must send per
@@ -19,7 +19,7 @@ per link rate and model, the medians over rounds:
 Launches that failed or hit run.sh's TIMEOUT, and skipped cluster sessions, are listed at the end.
 
 CSV columns: round, rate, rate_gbit, link_gbit, model, system (dtrain | ddp | budget | failed), policy,
-overlap, compression, ranks, samples_per_s, min, max, iter_ms, compute_ms, dist_step_ms, grad_bytes,
+overlap, bucket_kib, compression, ranks, samples_per_s, min, max, iter_ms, compute_ms, dist_step_ms, grad_bytes,
 wire_bytes, floor_ms, tx_bytes_per_step, reduce_ms, t1_ms, both_ms, ceiling_samples_per_s, status.
 """
 import argparse
@@ -30,8 +30,8 @@ import sys
 from collections import defaultdict
 
 KV = re.compile(r"([\w.]+)=(\S+)")
-COLUMNS = ["round", "rate", "rate_gbit", "link_gbit", "model", "system", "policy", "overlap", "compression",
-           "ranks", "samples_per_s", "min", "max", "iter_ms", "compute_ms", "dist_step_ms", "grad_bytes",
+COLUMNS = ["round", "rate", "rate_gbit", "link_gbit", "model", "system", "policy", "overlap", "bucket_kib",
+           "compression", "ranks", "samples_per_s", "min", "max", "iter_ms", "compute_ms", "dist_step_ms", "grad_bytes",
            "wire_bytes", "floor_ms", "tx_bytes_per_step", "reduce_ms", "t1_ms", "both_ms",
            "ceiling_samples_per_s", "status"]
 
@@ -93,7 +93,8 @@ def parse(path):
                 comp = "topk" if comp.startswith("topk") else comp
                 compute, step = num(kv.get("backward_ms")), num(kv.get("step_ms"))
                 rows.append(dict(base, model=words[1], system="dtrain", policy=words[2],
-                                 overlap=int(kv["overlap"]), compression=comp, ranks=ranks,
+                                 overlap=int(kv["overlap"]), bucket_kib=int(kv["bucket_bytes"]) // 1024,
+                                 compression=comp, ranks=ranks,
                                  samples_per_s=num(kv["median"]), min=num(kv["min"]), max=num(kv["max"]),
                                  iter_ms=1e3 * ranks * batch / num(kv["median"]), compute_ms=compute,
                                  dist_step_ms=step, grad_bytes=num(kv.get("grad_bytes")), wire_bytes=wire,
@@ -191,16 +192,17 @@ def summarize(rows, batch):
                        + ", ".join(f"{c} {fmt(med(v.values()), '.0f')}" for c, v in sorted(ddp_r.items()))
                        + " samples/s")
             out.append("")
-            out.append("| system | policy | overlap | compression | samples/s | eff. vs ceiling | vs DDP none |"
+            out.append("| system | policy | overlap | bucket KiB | compression | samples/s | eff. vs ceiling | vs DDP none |"
                        " vs DDP same comp. | ms/iter | wire MB/step/rank | wire floor ms | eth0 MB/step |")
-            out.append("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-            configs = sorted({(r["system"], r["policy"], r.get("overlap"), r["compression"])
+            out.append("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            configs = sorted({(r["system"], r["policy"], r.get("overlap"), r["compression"], r.get("bucket_kib"))
                               for r in sel if r["system"] in ("dtrain", "ddp")},
                              key=lambda c: (c[0] != "ddp", ["none", "fp16", "bf16", "topk"].index(c[3])
-                                            if c[3] in ("none", "fp16", "bf16", "topk") else 9, c[1], c[2]))
-            for system, policy, overlap, comp in configs:
-                rs = [r for r in sel if (r["system"], r["policy"], r.get("overlap"), r["compression"])
-                      == (system, policy, overlap, comp)]
+                                            if c[3] in ("none", "fp16", "bf16", "topk") else 9, c[1], c[2],
+                                            -(c[4] or 0)))
+            for system, policy, overlap, comp, bucket in configs:
+                rs = [r for r in sel if (r["system"], r["policy"], r.get("overlap"), r["compression"],
+                                         r.get("bucket_kib")) == (system, policy, overlap, comp, bucket)]
                 eff = med([r["samples_per_s"] / ceil_r[r["round"]] for r in rs if ceil_r.get(r["round"])])
                 vs_none = med([r["samples_per_s"] / ddp_r["none"][r["round"]] for r in rs
                                if ddp_r["none"].get(r["round"])])
@@ -210,7 +212,7 @@ def summarize(rows, batch):
                 sps = med([r["samples_per_s"] for r in rs])
                 tx = med([r.get("tx_bytes_per_step") for r in rs])
                 out.append(f"| {'dtrain' if system == 'dtrain' else 'PyTorch DDP'} | {policy} | "
-                           f"{'on' if overlap else 'off'} | {comp} | {fmt(sps, '.0f')}"
+                           f"{'on' if overlap else 'off'} | {bucket if bucket else ''} | {comp} | {fmt(sps, '.0f')}"
                            f" | {fmt(eff, '.3f')} | {fmt(vs_none, '.2f')} | {fmt(vs_same, '.2f')} | "
                            f"{fmt(1e3 * rs[0]['ranks'] * batch / sps if sps else None, '.2f')} | "
                            f"{fmt(wire / 1e6 if wire else None, '.3f')} | "
@@ -247,7 +249,7 @@ def plot(rows, batch, path):
         series.append((f"DDP gloo {c}", lambda r, c=c: r["system"] == "ddp" and r["compression"] == c,
                        "samples_per_s"))
     for c in ("none", "fp16", "bf16", "topk"):
-        series.append((f"dtrain {c} (best policy/overlap)",
+        series.append((f"dtrain {c} (best policy/overlap/bucket)",
                        lambda r, c=c: r["system"] == "dtrain" and r["compression"] == c, "samples_per_s"))
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
     width = 0.8 / len(series)
@@ -259,7 +261,7 @@ def plot(rows, batch, path):
                 if label.startswith("dtrain"):
                     groups = defaultdict(list)
                     for r in rs:
-                        groups[(r["policy"], r["overlap"])].append(r[key])
+                        groups[(r["policy"], r["overlap"], r.get("bucket_kib"))].append(r[key])
                     ys.append(max((med(v) for v in groups.values()), default=0) or 0)
                 else:
                     ys.append(med([r.get(key) for r in rs]) or 0)

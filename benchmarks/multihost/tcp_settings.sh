@@ -24,20 +24,9 @@ OUT=${OUT:-$here/results/tcp_settings.txt}
 SETTINGS=${SETTINGS:-"default;btl_tcp_links=2;btl_tcp_sndbuf=4194304 btl_tcp_rcvbuf=4194304;\
 btl_tcp_eager_limit=524288 btl_tcp_rndv_eager_limit=524288 btl_tcp_max_send_size=524288;btl_tcp_progress_thread=1"}
 
-die() {
-    echo "tcp_settings.sh: $*" >&2
-    exit 2
-}
-[ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
-[ -x "$BIN" ] || die "$BIN is not built: cmake --preset openmpi && cmake --build build-openmpi --target allreduce_bench"
-case "$(ldd "$BIN" 2> /dev/null || true)" in
-    *libmpi.so.40*) ;;
-    *) die "$BIN is not an Open MPI build (these are Open MPI's TCP BTL settings)" ;;
-esac
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DTRAIN_CLUSTER_MPI=openmpi
 # shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
 . "$cluster"
-cluster_session tcp_settings.sh 900
+cluster_openmpi_bench tcp_settings.sh "$BIN" allreduce_bench
 
 raw=$(mktemp)
 IFS=';' read -r -a settings <<< "$SETTINGS"
