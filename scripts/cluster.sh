@@ -36,7 +36,8 @@
 #   --bind-to none (each host's daemon sees the whole machine, and its default binding of up to 2 ranks, one
 #   core each from core 0, put every host's rank on core 0); programs must be built with mpicxx.openmpi.
 #   --mca btl_tcp_eager_limit, btl_tcp_rndv_eager_limit and btl_tcp_max_send_size E, with E =
-#   DTRAIN_CLUSTER_EAGER (default 1052672, 1 MiB + 4 KiB; "default" keeps Open MPI's 64 KiB / 128 KiB): a
+#   DTRAIN_CLUSTER_EAGER (default 1052672, 1 MiB + 4 KiB; "default" keeps Open MPI's 64 KiB / 128 KiB; none
+#   of the three is passed when DTRAIN_CLUSTER_ENV sets one of them as OMPI_MCA_btl_tcp_<name>): a
 #   message up to E bytes is written to the socket at once instead of waiting for the receiver's reply to a
 #   rendezvous request, which with one core per host and no progress thread comes only at the receiver's
 #   next MPI call. So a gradient bucket started during backward crosses the link while both ranks compute
@@ -405,8 +406,13 @@ run() {
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
             for w in ${DTRAIN_CLUSTER_ENV:-}; do xs+=(-x "$w"); done
             hostlist=$(paste -sd, "$STATE/hostfile")
-            # Messages up to DTRAIN_CLUSTER_EAGER bytes go eagerly: see the header.
+            # Messages up to DTRAIN_CLUSTER_EAGER bytes go eagerly: see the header. Command-line --mca
+            # outranks OMPI_MCA_* variables, so none is passed when DTRAIN_CLUSTER_ENV sets one of the three.
             local eager=() e=${DTRAIN_CLUSTER_EAGER:-1052672}
+            case " ${DTRAIN_CLUSTER_ENV:-} " in
+                *" OMPI_MCA_btl_tcp_eager_limit="* | *" OMPI_MCA_btl_tcp_rndv_eager_limit="* | \
+                    *" OMPI_MCA_btl_tcp_max_send_size="*) e=default ;;
+            esac
             case "$e" in
                 default) ;;
                 *[!0-9]* | '') die "run: DTRAIN_CLUSTER_EAGER must be a byte count or 'default', got '$e'" ;;

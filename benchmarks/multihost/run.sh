@@ -249,7 +249,7 @@ for round in $(seq "$ROUNDS"); do
     [ $((round % 2)) = 1 ] || rates=$(echo "$RATES" | tr ' ' '\n' | grep . | tac | xargs)
     for rate in $rates; do
         cluster_up "$rate" || continue
-        # The launches of this session, one per line: kind model [compression].
+        # The launches of this session, one per line: kind model [compression [bucket bytes]].
         plan=$(for model in $MODELS; do
             [ -z "$BUDGET_POLICIES" ] || echo "budget $model"
             for c in $COMPRESSIONS; do for b in $BUCKETS; do echo "dtrain $model $c $b"; done; done

@@ -27,6 +27,8 @@ btl_tcp_eager_limit=524288 btl_tcp_rndv_eager_limit=524288 btl_tcp_max_send_size
 # shellcheck source-path=SCRIPTDIR source=../../scripts/cluster.sh
 . "$cluster"
 cluster_openmpi_bench tcp_settings.sh "$BIN" allreduce_bench
+# The "default" setting is Open MPI's own: not cluster.sh run's eager limit.
+export DTRAIN_CLUSTER_EAGER=default
 
 raw=$(mktemp)
 IFS=';' read -r -a settings <<< "$SETTINGS"
