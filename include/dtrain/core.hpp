@@ -6,9 +6,12 @@
 #include <dtrain/core/abort.hpp>
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/collectively.hpp>
+#include <dtrain/core/crash_report.hpp>
 #include <dtrain/core/environment.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/exit_timer.hpp>
 #include <dtrain/core/hash.hpp>
+#include <dtrain/core/launcher.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/rng.hpp>

@@ -14,7 +14,8 @@ public:
     constexpr Span() noexcept = default;
     /// A span over `size` elements starting at `data`.
     constexpr Span(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
-    /// Converts Span<U> to Span<T> when U* converts to T* safely (e.g. Span<float> to Span<const float>).
+    /// Converts `Span<U>` to `Span<T>` when `U*` converts to `T*` safely (e.g. `Span<float>` to
+    /// `Span<const float>`).
     template <class U, class = std::enable_if_t<std::is_convertible_v<U (*)[], T (*)[]>>>
     constexpr Span(const Span<U>& other) noexcept : data_(other.data()), size_(other.size()) {}
     /// First element.

@@ -38,6 +38,18 @@ inline std::string describe_operations(const OperationRecord& r) {
     return s;
 }
 
+/// "DistOptimizer::step (step 12)": the outermost open operation, which tells where a rank stands (ranks in
+/// the same outermost operation have arrived at the same place even when their inner waits differ), or ""
+/// when there is none. Requires r.mutex.
+inline std::string describe_outermost(const OperationRecord& r) {
+    if (r.depth == 0) return "";
+    const OperationRecord::Frame& f = r.frames[0];
+    std::string s = f.name;
+    if (f.what != nullptr) s += concat("::", f.what);
+    if (f.step != no_step) s += concat(" (step ", f.step, ")");
+    return s;
+}
+
 /// True when world rank `world` belongs to `comm` (or `comm` is not known). Requires the frame's owner to
 /// keep `comm` alive (the record's mutex held).
 inline bool comm_has_world_rank(MPI_Comm comm, int world) {
@@ -60,7 +72,8 @@ inline bool comm_has_world_rank(MPI_Comm comm, int world) {
 /// - after half the timeout in one wait it asks every rank what it is doing (a census) and prints a warning;
 /// - after the whole timeout it asks again and ends the job (MPI_Abort) with "rank R has waited T s in
 ///   <operation> (step S); ranks that did not arrive: ...", each other rank's state (in which operation, for
-///   how long; or "did not answer": stopped or dead);
+///   how long; or "did not answer": stopped or dead). A rank has arrived when its outermost operation (with
+///   its step) is this rank's, whatever it waits for inside it;
 /// - when a rank of the communicator it waits on has left the job (its Environment ended: it returned from
 ///   main, possibly after catching an error) and the wait has not ended a few seconds later, it ends the job
 ///   naming that rank.
@@ -97,9 +110,12 @@ public:
 
     /// Tells every other rank's watchdog that this rank leaves the job, then answers their questions until
     /// every other rank has said the same or `max_seconds` have passed, so no message is left unreceived when
-    /// MPI finalizes. Call after stop(), before MPI_Finalize.
-    void leave(double max_seconds) noexcept {
-        if (control_ == MPI_COMM_NULL) return;
+    /// MPI finalizes. Returns "" when every rank said it leaves; otherwise asks the others what they do and
+    /// returns "rank 0 (host a) left main and has waited 4.0 s in MPI_Finalize for rank 1; rank 1 (host b) did
+    /// not answer (stopped or dead)", for the caller to end the job with. `hosts` are the ranks' host names
+    /// (may be empty). Call after stop(), before MPI_Finalize.
+    std::string leave(double max_seconds, const std::vector<std::string>& hosts = {}) noexcept {
+        if (control_ == MPI_COMM_NULL) return "";
         leaving_ = true;
         int none = 0;
         for (int r = 0; r < size_; ++r) {
@@ -108,15 +124,36 @@ public:
             if (MPI_Isend(&none, 1, MPI_INT, r, int(Tag::Leaving), control_, &req) == MPI_SUCCESS)
                 MPI_Request_free(&req);
         }
-        const double end = detail::steady_seconds() + max_seconds;
+        const double start = detail::steady_seconds(), end = start + max_seconds;
+        const auto all_left = [&] {
+            return std::count_if(departed_.begin(), departed_.end(), [](double t) { return t >= 0; }) >=
+                   size_ - 1;
+        };
         try {
-            while (detail::steady_seconds() < end &&
-                   std::count_if(departed_.begin(), departed_.end(), [](double t) { return t >= 0; }) <
-                       size_ - 1) {
+            while (detail::steady_seconds() < end && !all_left()) {
                 serve();
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
-        } catch (...) {  // out of memory while answering: leave anyway
+            if (all_left()) return "";
+            const std::vector<std::string> answers = census();
+            const auto host = [&](int r) {
+                return std::size_t(r) < hosts.size() ? detail::concat(" (host ", hosts[std::size_t(r)], ")")
+                                                     : std::string();
+            };
+            std::string late, states;
+            for (int r = 0; r < size_; ++r) {
+                if (r == rank_ || departed_[std::size_t(r)] >= 0) continue;
+                const std::string& a = answers[std::size_t(r)];
+                late += detail::concat(late.empty() ? "" : ", ", r);
+                states += detail::concat("; rank ", r, host(r), " ",
+                                         a.empty() ? "did not answer (stopped or dead)" : answer_state(a));
+            }
+            return detail::concat("rank ", rank_, host(rank_),
+                                  " left main (its dtrain::Environment ended) and ", "has waited ",
+                                  fixed(detail::steady_seconds() - start), " s in MPI_Finalize for rank",
+                                  late.find(',') == std::string::npos ? " " : "s ", late, states);
+        } catch (...) {  // out of memory while answering or describing
+            return all_left() ? "" : "a rank did not leave the job in time";
         }
     }
 
@@ -136,7 +173,7 @@ private:
             // Whether an operation set the timeout (DistOptions::stall_timeout) rather than the environment.
             bool own_timeout = false;
             std::uint64_t entered = 0;
-            std::string what;  // built only when needed: the loop must not allocate while ranks train
+            std::string what, where;  // built only when needed: the loop must not allocate while ranks train
             {
                 detail::OperationRecord& r = detail::operation_record();
                 std::lock_guard<std::mutex> lock(r.mutex);
@@ -152,7 +189,10 @@ private:
                     }
                     if (r.frames[i].comm != MPI_COMM_NULL) comm = r.frames[i].comm;
                 }
-                if (waited > timeout / 2) what = detail::describe_operations(r);
+                if (waited > timeout / 2) {
+                    what = detail::describe_operations(r);
+                    where = detail::describe_outermost(r);
+                }
                 for (int d = 0; d < size_ && waited > leave_grace; ++d)
                     if (departed_[std::size_t(d)] >= 0 && now - departed_[std::size_t(d)] > leave_grace &&
                         detail::comm_has_world_rank(comm, d))
@@ -163,10 +203,15 @@ private:
                             rank_, " waits in ", detail::describe_operations(r), " for ", fixed(waited),
                             " s"));
             }
-            if (waited > timeout) detail::abort_job(stall_message(what, waited, timeout, own_timeout, true));
+            if (waited > timeout) {
+                // Answers other ranks' censuses while the message is forwarded: a rank that reports at the
+                // same time must not take this one for stopped.
+                detail::abort_job(stall_message(what, where, waited, timeout, own_timeout, true),
+                                  [this] { serve(); });
+            }
             if (waited > timeout / 2 && warned_for != entered) {
                 warned_for = entered;
-                const std::string m = stall_message(what, waited, timeout, own_timeout, false);
+                const std::string m = stall_message(what, where, waited, timeout, own_timeout, false);
                 std::fprintf(stderr, "dtrain: rank %d: warning: %s\n", rank_, m.c_str());
                 std::fflush(stderr);
             }
@@ -179,17 +224,25 @@ private:
         return buf;
     }
 
-    // This rank's state as other ranks' censuses report it.
+    // This rank's answer to a census: its outermost operation (describe_outermost), a newline, and its
+    // state as the asking rank reports it.
     std::string state() {
-        if (leaving_) return "has left the job (its dtrain::Environment ended)";
+        if (leaving_) return "\nhas left the job (its dtrain::Environment ended)";
         detail::OperationRecord& r = detail::operation_record();
         std::lock_guard<std::mutex> lock(r.mutex);
         const double now = detail::steady_seconds();
         if (r.depth == 0)
-            return detail::concat("is computing (in no dtrain operation) for ", fixed(now - r.idle_since),
+            return detail::concat("\nis computing (in no dtrain operation) for ", fixed(now - r.idle_since),
                                   " s");
-        return detail::concat("waits in ", detail::describe_operations(r), " for ", fixed(now - r.since),
-                              " s");
+        return detail::concat(detail::describe_outermost(r), "\nwaits in ", detail::describe_operations(r),
+                              " for ", fixed(now - r.since), " s");
+    }
+
+    // The parts of an answer (see state()).
+    static std::string answer_position(const std::string& a) { return a.substr(0, a.find('\n')); }
+    static std::string answer_state(const std::string& a) {
+        const std::size_t nl = a.find('\n');
+        return nl == std::string::npos ? a : a.substr(nl + 1);
     }
 
     // Answers questions and records departures; with `want` (a census id), collects answers into `answers`.
@@ -233,7 +286,9 @@ private:
             if (MPI_Isend(question_, 8, MPI_CHAR, r, int(Tag::Question), control_, &req) == MPI_SUCCESS)
                 MPI_Request_free(&req);
         }
-        const double end = detail::steady_seconds() + std::clamp(timeout_ / 10.0, 0.2, 2.0);
+        // Long enough for a healthy rank's watchdog to answer on an oversubscribed machine, where it may wait
+        // for a core: a late answer would name a healthy rank as stopped.
+        const double end = detail::steady_seconds() + std::clamp(timeout_ / 10.0, 1.0, 2.0);
         while (detail::steady_seconds() < end) {
             serve(id, &answers);
             if (std::count_if(answers.begin(), answers.end(),
@@ -244,18 +299,25 @@ private:
         return answers;
     }
 
-    std::string stall_message(const std::string& what, double waited, double timeout, bool own_timeout,
-                              bool fatal) {
+    // `what` describes this rank's operations, `where` its outermost one (a rank in it has arrived).
+    std::string stall_message(const std::string& what, const std::string& where, double waited,
+                              double timeout, bool own_timeout, bool fatal) {
         const std::vector<std::string> answers = census();
-        const std::string mine = "waits in " + what;
-        std::string others, missing;
+        // The ranks that did not arrive are those in no dtrain operation (stopped, dead, computing or gone):
+        // a rank waiting in one is held up like this one (an Async worker waiting for the end of run() while
+        // the master serves). Only when every rank waits in some operation (ranks in different operations,
+        // e.g. one more step on one rank) are the ranks outside this rank's outermost operation named.
+        std::string others, missing, elsewhere;
         for (int r = 0; r < size_; ++r) {
             if (r == rank_) continue;
             const std::string& a = answers[std::size_t(r)];
-            others += detail::concat("; rank ", r, " ", a.empty() ? "did not answer (stopped or dead)" : a);
-            if (a.compare(0, mine.size(), mine) != 0)
-                missing += detail::concat(missing.empty() ? "" : ", ", r);
+            others += detail::concat("; rank ", r, " ",
+                                     a.empty() ? "did not answer (stopped or dead)" : answer_state(a));
+            const std::string position = a.empty() ? std::string() : answer_position(a);
+            if (position.empty()) missing += detail::concat(missing.empty() ? "" : ", ", r);
+            if (position != where) elsewhere += detail::concat(elsewhere.empty() ? "" : ", ", r);
         }
+        if (missing.empty()) missing = elsewhere;
         return detail::concat("stall: rank ", rank_, " has waited ", fixed(waited), " s in ", what, others,
                               ". Ranks that did not arrive: ", missing.empty() ? "none" : missing,
                               " (stall timeout ", fixed(timeout), " s, ",
