@@ -141,12 +141,10 @@ TEST_CASE("errors name the call: invalid roots and options", "[comm]") {
     dtrain::Naive naive(MPI_COMM_WORLD);
     float x = 1.0f;
     const int bad_root = dtrain::test::world_size() + 5;
-    const std::string what = dtrain::test::error_message([&] {
-        collective.broadcast(Span<float>(&x, 1), bad_root);  // MPI_Bcast fails, MPI_ERRORS_RETURN -> Error
-    });
-    CHECK(what.find("MPI_Bcast") != std::string::npos);
-    CHECK(what.find("failed: ") != std::string::npos);
     const std::string size = std::to_string(dtrain::test::world_size());
+    CHECK_THROWS_WITH(collective.broadcast(Span<float>(&x, 1), bad_root),
+                      Catch::Contains("Collective::broadcast: root " + std::to_string(bad_root) +
+                                      " is not a rank of a communicator of size " + size));
     CHECK_THROWS_WITH(ring.broadcast(Span<float>(&x, 1), bad_root),
                       Catch::Contains("Ring::broadcast: root " + std::to_string(bad_root) +
                                       " is not a rank of a communicator of size " + size));

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <dtrain/comm/communicator.hpp>
+#include <dtrain/comm/detail/call_check.hpp>
 #include <dtrain/comm/reduce_op.hpp>
 #include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
@@ -24,6 +25,13 @@ namespace dtrain {
 /// MPI_MIN do with NaN is the MPI library's (MPI leaves it unspecified; Ring and Naive propagate NaN, see
 /// ReduceOp). Sums of Half and BFloat16 (half_float_sums) run through dtrain's own commutative MPI
 /// operations on MPI_UINT16_T, which add in float and round each partial sum once.
+///
+/// Blocking calls (broadcast, allreduce, allreduce_sum) first check that every rank makes the same call
+/// with the same length, element type, reduce operation and root (one all-reduce of a few words), and
+/// throw dtrain::Error on every rank naming the ranks that differ; set_collective_checks(false) or
+/// DTRAIN_CHECK_COLLECTIVES=0 skips that (benchmarks/allreduce/README.md gives the cost). Nonblocking
+/// requests are not checked per call: a check there would have to block and would end their overlap with
+/// computation (DistOptimizer checks its bucket plan once at construction instead).
 class Collective {
 public:
     /// Handle of one nonblocking all-reduce started by iallreduce or iallreduce_sum. Move-only. Destroying
@@ -62,8 +70,10 @@ public:
         MPI_Request req_ = MPI_REQUEST_NULL;
     };
 
-    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
-    explicit Collective(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {}
+    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised. Checks blocking
+    /// calls unless DTRAIN_CHECK_COLLECTIVES is 0 or off; throws dtrain::Error on every rank when that
+    /// variable differs between ranks or is not one of 0, 1, on, off.
+    explicit Collective(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm), check_(policy_name, comm_.get()) {}
 
     /// The policy's name in messages.
     static constexpr const char* policy_name = "Collective";
@@ -77,17 +87,21 @@ public:
     /// The duplicated communicator this policy works on.
     MPI_Comm mpi_comm() const noexcept { return comm_.get(); }
 
-    /// Every rank ends with root's `data` (MPI_Bcast). Requires equal lengths on all ranks and
-    /// 0 <= root < size(); an invalid root throws dtrain::Error from MPI_Bcast.
+    /// Every rank ends with root's `data` (MPI_Bcast). Requires the same length, element type and root on
+    /// all ranks (checked unless collective_checks() is off) and 0 <= root < size(); throws dtrain::Error
+    /// otherwise.
     template <class T>
     void broadcast(Span<T> data, int root) {
-        const int count = detail::mpi_count(data, "Collective::broadcast");
         OperationScope scope(policy_name, "broadcast", comm_.get());
+        check_.verify(detail::broadcast_signature<T>(data.size(), root), policy_name, "broadcast");
+        detail::check_root("Collective::broadcast", root, size());
+        const int count = detail::mpi_count(data, "Collective::broadcast");
         DTRAIN_MPI_CHECK(MPI_Bcast(data.data(), count, mpi_type<T>(), root, comm_.get()));
     }
 
     /// In-place element-wise reduction with `op` over all ranks (MPI_Allreduce with MPI_IN_PLACE and
-    /// detail::mpi_op_for<T>(op)). Requires equal lengths and the same op on all ranks.
+    /// detail::mpi_op_for<T>(op)). Requires the same length, element type and op on all ranks (checked
+    /// unless collective_checks() is off: dtrain::Error on every rank).
     template <class T>
     void allreduce(Span<T> data, ReduceOp op) {
         run_blocking(data, op, "allreduce");
@@ -134,13 +148,21 @@ public:
         DTRAIN_MPI_CHECK(MPI_Barrier(comm_.get()));
     }
 
+    /// True when blocking calls check that every rank makes the same call (see the class comment).
+    bool collective_checks() const noexcept { return check_.on(); }
+
+    /// Turns those checks on or off. Collective: every rank must pass the same value (dtrain::Error on every
+    /// rank otherwise, and the setting stays).
+    void set_collective_checks(bool on) { check_.set(on, policy_name); }
+
 private:
     /// One blocking MPI_Allreduce, named `what` in messages.
     template <class T>
     void run_blocking(Span<T> data, ReduceOp op, const char* what) {
+        OperationScope scope(policy_name, what, comm_.get());
+        check_.verify(detail::allreduce_signature<T>(data.size(), op), policy_name, what);
         const int count = detail::mpi_count(data, "Collective::allreduce");
         const MPI_Op mop = detail::mpi_op_for<T>(op);
-        OperationScope scope(policy_name, what, comm_.get());
         DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data.data(), count, mpi_type<T>(), mop, comm_.get()));
     }
 
@@ -156,6 +178,7 @@ private:
     }
 
     detail::CommHandle comm_;
+    detail::CallCheck check_;
 };
 
 static_assert(has_reduce_ops_v<Collective>,

@@ -100,4 +100,23 @@ struct has_half_sums<Comm, std::void_t<decltype(Comm::half_float_sums)>>
 template <class Comm>
 inline constexpr bool has_half_sums_v = has_half_sums<Comm>::value;
 
+/// Whether a communicator checks its blocking calls across ranks and lets them be switched: provides
+/// `bool collective_checks() const` and `void set_collective_checks(bool on)` (collective; Collective, Ring
+/// and Naive do: a rank whose all-reduce or broadcast differs in length, element type, reduce operation or
+/// root then gets dtrain::Error on every rank). Code that already guarantees identical calls, such as a
+/// bucket plan checked once, can turn the per-call check off through it.
+template <class Comm, class = void>
+struct has_collective_checks : std::false_type {};
+
+/// Specialisation that detects both members.
+template <class Comm>
+struct has_collective_checks<Comm,
+                             std::void_t<decltype(bool(std::declval<const Comm&>().collective_checks())),
+                                         decltype(std::declval<Comm&>().set_collective_checks(true))>>
+    : std::true_type {};
+
+/// True when Comm provides collective_checks() and set_collective_checks(bool).
+template <class Comm>
+inline constexpr bool has_collective_checks_v = has_collective_checks<Comm>::value;
+
 }  // namespace dtrain

@@ -123,8 +123,11 @@ private:
 /// for tiny buffers, bandwidth-poor for large ones. broadcast sends root's buffer to every rank directly.
 ///
 /// rank(), size(), mpi_comm(), allreduce(), allreduce_sum(), iallreduce(), iallreduce_sum(), test(), wait(),
-/// barrier() and scratch_buffers() come from detail::PointToPoint, shared with Ring. Works on a duplicate of
-/// the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// barrier(), scratch_buffers(), collective_checks() and set_collective_checks() come from
+/// detail::PointToPoint, shared with Ring. Blocking calls (allreduce, allreduce_sum, broadcast) first check
+/// that every rank makes the same call and throw dtrain::Error on every rank otherwise (PointToPoint;
+/// DTRAIN_CHECK_COLLECTIVES=0 or set_collective_checks(false) turns that off). Works on a duplicate of the
+/// given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
 /// communicator (collective), moving steals it. Scratch (p buffers) comes from a reused pool. Not
 /// thread-safe: calls on one Naive and on its requests must be serialised (one thread, or a mutex). All ranks
 /// must call collective operations in the same order.
@@ -141,14 +144,16 @@ public:
     /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
     explicit Naive(MPI_Comm comm = MPI_COMM_WORLD) : Base(comm) {}
 
-    /// Every rank ends with root's `data`: root sends it to each rank directly. Requires equal lengths on
-    /// all ranks; throws dtrain::Error when root is not in 0..size()-1.
+    /// Every rank ends with root's `data`: root sends it to each rank directly. Requires the same length,
+    /// element type and root on all ranks (checked unless collective_checks() is off: dtrain::Error on every
+    /// rank); throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
+        OperationScope scope(policy_name, "broadcast", mpi_comm());
+        verify_broadcast(data, root);
         detail::check_root("Naive::broadcast", root, size());
         const int count = detail::mpi_count(data, "Naive::broadcast");
         if (size() == 1) return;
-        OperationScope scope(policy_name, "broadcast", mpi_comm());
         if (rank() != root) {
             DTRAIN_MPI_CHECK(MPI_Recv(data.data(), count, mpi_type<T>(), root, blocking_tag, mpi_comm(),
                                       MPI_STATUS_IGNORE));

@@ -39,8 +39,11 @@ struct RingOptions {
 /// that is reused, so steady-state calls do not allocate.
 ///
 /// rank(), size(), mpi_comm(), allreduce(), allreduce_sum(), iallreduce(), iallreduce_sum(), test(), wait(),
-/// barrier() and scratch_buffers() come from detail::PointToPoint, shared with Naive. Works on a duplicate of
-/// the given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
+/// barrier(), scratch_buffers(), collective_checks() and set_collective_checks() come from
+/// detail::PointToPoint, shared with Naive. Blocking calls (allreduce, allreduce_sum, broadcast) first check
+/// that every rank makes the same call and throw dtrain::Error on every rank otherwise (PointToPoint;
+/// DTRAIN_CHECK_COLLECTIVES=0 or set_collective_checks(false) turns that off). Works on a duplicate of the
+/// given communicator with MPI_ERRORS_RETURN (MPI failures throw dtrain::Error). Copying duplicates the
 /// communicator (collective), moving steals it. Not thread-safe: calls on one Ring and on its requests must
 /// be serialised (one thread, or a mutex). All ranks must call the collective operations in the same order.
 class Ring : public detail::PointToPoint<Ring, detail::RingAllreduceOp> {
@@ -69,12 +72,14 @@ public:
     const RingOptions& options() const noexcept { return options_; }
 
     /// Every rank ends with root's `data`, sent down a pipelined chain root -> root+1 -> ... in segments.
-    /// Requires equal lengths on all ranks; throws dtrain::Error when root is not in 0..size()-1.
+    /// Requires the same length, element type and root on all ranks (checked unless collective_checks() is
+    /// off: dtrain::Error on every rank); throws dtrain::Error when root is not in 0..size()-1.
     template <class T>
     void broadcast(Span<T> data, int root) {
+        OperationScope scope(policy_name, "broadcast", mpi_comm());
+        verify_broadcast(data, root);
         detail::check_root("Ring::broadcast", root, size());
         detail::mpi_count(data, "Ring::broadcast");
-        OperationScope scope(policy_name, "broadcast", mpi_comm());
         const int p = size();
         if (p == 1 || data.empty()) return;
         const int v = (rank() - root + p) % p;  // position in the chain

@@ -95,6 +95,9 @@ public:
                           options_.stall_timeout);
         detail::check_same_setup(model_, opt_, options_, "DistOptimizer", comm_.mpi_comm());
         detail::check_options(options_, comm_.size());
+        // Every later call is fixed by the model and options just compared, so the communicator's
+        // per-call agreement check would only cost time (collective: every rank gets here).
+        if constexpr (has_collective_checks_v<Comm>) comm_.set_collective_checks(false);
         const Range whole{0, model_.num_parameters()};
         detail::share_initial_state(model_, opt_, std::vector<Range>(std::size_t(comm_.size()), whole),
                                     options_.root, comm_.mpi_comm());

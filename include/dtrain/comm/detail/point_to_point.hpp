@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <dtrain/comm/detail/call_check.hpp>
 #include <dtrain/comm/detail/pooled_request.hpp>
 #include <dtrain/comm/detail/scratch_pool.hpp>
 #include <dtrain/comm/reduce_op.hpp>
@@ -20,7 +21,8 @@ namespace dtrain::detail {
 /// Everything the point-to-point communicator policies (Ring, Naive) share, so that they hold only their
 /// algorithms: the duplicated communicator, the scratch pool, copy and move, rank()/size()/mpi_comm(), the
 /// blocking and nonblocking all-reduce entry points (allreduce, iallreduce and their Sum forms) with their
-/// tags, test(), wait(), barrier() and scratch_buffers().
+/// tags, test(), wait(), barrier(), scratch_buffers() and the check that every rank makes the same blocking
+/// call (collective_checks(), set_collective_checks(), verify_broadcast() for the policies' broadcast).
 ///
 /// A CRTP base. `Op` is the all-reduce state machine held by a Request (PooledRequest<Op>): default-
 /// constructed inactive, progress() advances it without blocking and is true once done, wait() blocks until
@@ -40,6 +42,12 @@ namespace dtrain::detail {
 /// (collective over its ranks) and starts a fresh scratch pool and tag sequence; moving steals the
 /// communicator, the pool (leases of pending requests keep it alive) and the sequence. Not thread-safe (see
 /// the policies).
+///
+/// Blocking calls (allreduce, allreduce_sum and, through verify_broadcast(), broadcast) first compare every
+/// rank's call (length, element type, reduce operation, root) with one all-reduce of a few words and throw
+/// dtrain::Error on every rank naming the ranks that differ, unless set_collective_checks(false) or
+/// DTRAIN_CHECK_COLLECTIVES=0 turned that off. Nonblocking requests are not checked per call: a check there
+/// would have to block and would end their overlap with computation.
 template <class Derived, class Op>
 class PointToPoint {
 public:
@@ -107,16 +115,28 @@ public:
     /// Number of scratch buffers allocated so far (they are reused; for tests and diagnostics).
     std::size_t scratch_buffers() const noexcept { return pool_ ? pool_->buffers() : 0; }
 
+    /// True when blocking calls check that every rank makes the same call (see the class comment).
+    bool collective_checks() const noexcept { return check_.on(); }
+
+    /// Turns those checks on or off. Collective: every rank must pass the same value (dtrain::Error on every
+    /// rank otherwise, and the setting stays).
+    void set_collective_checks(bool on) { check_.set(on, Derived::policy_name); }
+
 protected:
     /// The tag of blocking operations.
     static constexpr int blocking_tag = 0;
     /// Number of nonblocking tags, 1..tag_range (MPI guarantees tags up to at least 32767).
     static constexpr std::uint64_t tag_range = 32766;
 
-    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised.
-    explicit PointToPoint(MPI_Comm comm) : comm_(comm), pool_(std::make_shared<ScratchPool>()) {}
-    /// Duplicates other's communicator (collective) with a fresh scratch pool and tag sequence.
-    PointToPoint(const PointToPoint& other) : comm_(other.comm_), pool_(std::make_shared<ScratchPool>()) {}
+    /// Uses a duplicate of `comm` (collective over `comm`); requires MPI to be initialised. Checks blocking
+    /// calls unless DTRAIN_CHECK_COLLECTIVES is 0 or off; throws dtrain::Error on every rank when that
+    /// variable differs between ranks or is not one of 0, 1, on, off.
+    explicit PointToPoint(MPI_Comm comm)
+        : comm_(comm), pool_(std::make_shared<ScratchPool>()), check_(Derived::policy_name, comm_.get()) {}
+    /// Duplicates other's communicator (collective) with a fresh scratch pool and tag sequence, and the same
+    /// checks setting.
+    PointToPoint(const PointToPoint& other)
+        : comm_(other.comm_), pool_(std::make_shared<ScratchPool>()), check_(other.check_) {}
     /// Steals other's communicator, scratch pool and tag sequence.
     PointToPoint(PointToPoint&& other) noexcept = default;
     /// Copy assignment: duplicates first, so a failure leaves this unchanged; frees the old communicator.
@@ -132,6 +152,14 @@ protected:
     /// A lease of at least `bytes` bytes of scratch from this policy's pool (empty when bytes is 0).
     ScratchLease lease(std::size_t bytes) { return ScratchLease(pool_, bytes); }
 
+    /// For the policies' broadcast, before it checks `root` or moves data: throws dtrain::Error on every
+    /// rank when the ranks pass different lengths, element types or roots (unless the checks are off).
+    /// Collective.
+    template <class T>
+    void verify_broadcast(Span<T> data, int root) const {
+        check_.verify(broadcast_signature<T>(data.size(), root), Derived::policy_name, "broadcast");
+    }
+
 private:
     Derived& derived() noexcept { return static_cast<Derived&>(*this); }
 
@@ -139,6 +167,7 @@ private:
     template <class T>
     void run_blocking(Span<T> data, ReduceOp op, const char* what) {
         OperationScope scope(Derived::policy_name, what, comm_.get());
+        check_.verify(allreduce_signature<T>(data.size(), op), Derived::policy_name, what);
         Request r = derived().start(data, blocking_tag, op);
         wait(r);
     }
@@ -148,12 +177,14 @@ private:
         std::swap(comm_, other.comm_);
         std::swap(pool_, other.pool_);
         std::swap(sequence_, other.sequence_);
+        std::swap(check_, other.check_);
         return *this;
     }
 
     CommHandle comm_;
     std::shared_ptr<ScratchPool> pool_;
     std::uint64_t sequence_ = 0;
+    CallCheck check_;
 };
 
 }  // namespace dtrain::detail
