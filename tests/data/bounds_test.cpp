@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/data/cifar.hpp>
 #include <dtrain/data/csv.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/idx.hpp>
@@ -145,4 +146,95 @@ TEST_CASE("A batch never allocates more rows than the data set has samples", "[d
     dtrain::LoaderOptions drop(size_max);
     drop.drop_last = true;
     CHECK_THROWS_WITH(dtrain::DataLoader(d, drop), Contains("exceeds the 5 samples per epoch"));
+}
+
+TEST_CASE("Reading CSV rows holds about twice the values it returns, plain or gzip", "[data][bounds][csv]") {
+    TempDir dir("bounds_csv_rows");
+    const auto plain = dir.file("rows.csv"), gz = dir.file("rows.csv.gz");
+    std::string text;
+    for (std::size_t i = 0; i < (std::size_t(1) << 18); ++i)  // 1 MiB of "1,0" rows
+        text += "1,0\n";
+    write_text(plain, text);
+    write_bytes(gz, dtrain::test::gzip_bytes(std::vector<unsigned char>(text.begin(), text.end())));
+    for (const auto& path : {plain, gz}) {
+        INFO(path);
+        AllocationLimit limit;
+        std::size_t returned = 0;
+        {
+            const auto d = dtrain::read_csv(path);
+            REQUIRE(d.size() == (std::size_t(1) << 18));
+            returned = d.features.size() * sizeof(float) + d.labels.size() * sizeof(std::int32_t);
+        }
+        INFO("peak " << limit.peak_live() << " bytes for " << returned << " bytes returned");
+        CHECK(limit.violation() == "");
+        CHECK(limit.peak_live() <= 3 * returned);
+    }
+}
+
+TEST_CASE("A gzip CSV of one line of commas costs about that line, not a field list", "[data][bounds][csv]") {
+    TempDir dir("bounds_csv_commas");
+    const auto one = dir.file("commas.csv.gz"), two = dir.file("two.csv.gz");
+    const std::size_t line = std::size_t(4) << 20;
+    {
+        const std::string commas(line, ','), lines = commas + "\n" + commas + "\n";
+        write_bytes(one, dtrain::test::gzip_bytes(std::vector<unsigned char>(commas.begin(), commas.end())));
+        write_bytes(two, dtrain::test::gzip_bytes(std::vector<unsigned char>(lines.begin(), lines.end())));
+    }
+    AllocationLimit limit;
+    CHECK_THROWS_WITH(dtrain::read_csv(one),
+                      Contains(one) && Contains("has a header (line 1) but no data rows"));
+    INFO("peak " << limit.peak_live() << " bytes for a line of " << line);
+    CHECK(limit.violation() == "");
+    CHECK(limit.peak_live() <= 5 * line / 2);
+    // Two lines of commas: data (no field is a name above a number) with an empty first feature.
+    limit.reset();
+    CHECK_THROWS_WITH(dtrain::read_csv(two), Contains("line 1, column 1 ('column 1'): empty feature value"));
+    INFO("peak " << limit.peak_live() << " bytes for two lines of " << line);
+    CHECK(limit.violation() == "");
+    CHECK(limit.peak_live() <= 7 * line / 2);
+}
+
+TEST_CASE("Running out of memory while reading a CSV file is a dtrain::Error naming it",
+          "[data][bounds][csv]") {
+    TempDir dir("bounds_csv_oom");
+    const auto path = dir.file("rows.csv");
+    std::string text;
+    for (std::size_t i = 0; i < (std::size_t(1) << 18); ++i)
+        text += "1,0\n";
+    write_text(path, text);
+    AllocationLimit limit(std::size_t(512) << 10);  // the features alone need 1 MiB in one piece
+    CHECK_THROWS_WITH(dtrain::read_csv(path),
+                      Contains("dtrain::read_csv: out of memory while reading '" + path + "'"));
+    CHECK(limit.refused() > 0);
+}
+
+TEST_CASE("IDX and CIFAR-10 headers and sizes are checked before the data is read", "[data][bounds]") {
+    TempDir dir("bounds_idx_first");
+    const auto images = dir.file("images"), batch = dir.file("batch.bin");
+    // A wrong magic number before 16 MiB of data: refused without reading the data.
+    std::vector<unsigned char> big(std::size_t(16) << 20, 0);
+    big[2] = 0x09;
+    write_bytes(images, big);
+    // A raw CIFAR-10 file one byte longer than 1000 records.
+    write_bytes(batch, std::vector<unsigned char>(1000 * dtrain::cifar10_record_bytes + 1, 0));
+    AllocationLimit limit;
+    CHECK_THROWS_WITH(dtrain::read_idx_images(images), Contains(images) && Contains("wrong magic number"));
+    CHECK_THROWS_WITH(dtrain::read_cifar10_batches({batch}),
+                      Contains(batch) && Contains("is not a multiple of the 3073-byte record"));
+    CHECK(limit.violation() == "");
+    CHECK(limit.peak_live() < (std::size_t(1) << 20));
+}
+
+TEST_CASE("Running out of memory while reading IDX or CIFAR-10 is a dtrain::Error naming the file",
+          "[data][bounds]") {
+    TempDir dir("bounds_idx_oom");
+    const auto images = dir.file("images.gz"), batch = dir.file("batch.bin");
+    write_bytes(images,
+                dtrain::test::gzip_bytes(idx_bytes({1000, 28, 28}, std::vector<unsigned char>(784000, 9))));
+    write_bytes(batch, std::vector<unsigned char>(200 * dtrain::cifar10_record_bytes, 0));
+    AllocationLimit limit(std::size_t(512) << 10);  // the results need 3 MiB and 2.4 MiB in one piece
+    CHECK_THROWS_WITH(dtrain::read_idx_images(images),
+                      Contains("dtrain::read_idx_images: out of memory while reading '" + images + "'"));
+    CHECK_THROWS_WITH(dtrain::read_cifar10_batches({batch}), Contains("out of memory") && Contains(batch));
+    CHECK(limit.refused() > 0);
 }

@@ -20,8 +20,9 @@ enum class Split { Train, Test };
 
 /// A data set held in memory: batch-first features ([N, 4] for a table, [N, C, H, W] for images) and, for
 /// every sample, either one int32 class label (classification: `labels`, with the class names when the
-/// source knows them) or k >= 1 float targets (regression: `targets`, shape [N, k]), never both. Data sets
-/// know no models; DataLoader turns one into batches.
+/// source knows them) or k >= 1 float targets (regression: `targets`, shape [N, k]), never both; or, read
+/// for prediction (read_csv_features()), features only. Data sets know no models; DataLoader turns one
+/// into batches.
 struct Dataset {
     /// Features, batch first: shape {N, sample...}.
     Tensor<float> features;
@@ -40,8 +41,15 @@ struct Dataset {
 
     /// True when the samples carry float targets (regression), false when they carry class labels.
     bool has_targets() const { return targets.dimension() != 0; }
-    /// Number of samples N.
-    std::size_t size() const { return has_targets() ? targets.shape()[0] : labels.size(); }
+    /// True when the samples carry class labels: false with float targets and with features only.
+    bool has_labels() const { return labels.size() != 0; }
+    /// Number of samples N (of the labels or targets, or of the features when there are neither).
+    std::size_t size() const {
+        return has_targets()          ? targets.shape()[0]
+               : has_labels()         ? labels.size()
+               : features.dimension() ? features.shape()[0]
+                                      : 0;
+    }
     /// Shape of one sample (features' shape without the batch dimension).
     Shape sample_shape() const {
         return features.dimension() == 0 ? Shape{}

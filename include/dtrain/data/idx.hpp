@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +17,7 @@
 #include <dtrain/core/file_io.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/detail/byte_source.hpp>
 #include <dtrain/data/detail/checked.hpp>
 
 namespace dtrain {
@@ -47,34 +51,67 @@ inline std::uint32_t be32(const unsigned char* p) {
 /// The most data bytes an IDX file may declare (1 TiB): more is taken as a corrupt header.
 inline constexpr std::size_t idx_max_bytes = std::size_t(1) << 40;
 
-/// Parses an IDX header of unsigned bytes with `ndims` dimensions from `bytes` (the whole file) and checks
-/// that exactly the declared amount of data follows. Returns the dimensions.
-inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char>& bytes, std::size_t ndims,
-                                                 const std::string& path, const char* who, const char* kind) {
-    DTRAIN_CHECK(!bytes.empty(), who, ": '", path, "' is empty");
-    DTRAIN_CHECK(bytes.size() >= 4, who, ": '", path, "' is truncated: ", bytes.size(),
-                 " bytes, too short for an IDX header");
-    const std::uint32_t magic = be32(bytes.data()), expect = 0x0800u | static_cast<std::uint32_t>(ndims);
+/// Reads exactly `n` bytes of `src` into `dst`, fewer only at the end of the data; returns how many.
+inline std::size_t read_full(ByteSource& src, unsigned char* dst, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+        const std::size_t k = src.read(dst + got, n - got);
+        if (k == 0) break;
+        got += k;
+    }
+    return got;
+}
+
+/// Reads the rest of `src`, keeping nothing, and returns how many bytes it held (a gzip file is checked to
+/// its end: truncation, CRC, bytes after the last member).
+inline std::size_t drain(ByteSource& src) {
+    unsigned char buf[4096];
+    std::size_t n = 0, k = 0;
+    while ((k = src.read(buf, sizeof buf)) > 0)
+        n += k;
+    return n;
+}
+
+/// Throws unless `have` bytes of data are exactly the `total` that dimensions `dims` declare.
+inline void check_idx_data_size(std::size_t have, std::size_t total, const std::vector<std::size_t>& dims,
+                                const std::string& path, const char* who) {
+    DTRAIN_CHECK(have >= total, who, ": '", path, "' is truncated: dimensions ", shape_str(dims), " need ",
+                 total, " bytes of data but only ", have, " are present");
+    DTRAIN_CHECK(have == total, who, ": '", path, "' has ", have - total,
+                 " unexpected bytes after the data (dimensions ", shape_str(dims), ")");
+}
+
+/// Reads and checks the header of an IDX file of unsigned bytes with `ndims` dimensions from `src`, which is
+/// left at the first data byte, and returns the dimensions. The magic number and the dimensions are checked
+/// before any data is read; for an uncompressed file, so is the file's size against the declared data.
+inline std::vector<std::size_t> read_idx_header(ByteSource& src, std::size_t ndims, const std::string& path,
+                                                const char* who, const char* kind) {
+    unsigned char head[4 + 4 * 3] = {};
+    const std::size_t header = 4 + 4 * ndims;
+    std::size_t got = read_full(src, head, 4);
+    DTRAIN_CHECK(got > 0, who, ": '", path, "' is empty");
+    DTRAIN_CHECK(got >= 4, who, ": '", path, "' is truncated: ", got, " bytes, too short for an IDX header");
+    const std::uint32_t magic = be32(head), expect = 0x0800u | static_cast<std::uint32_t>(ndims);
     if (magic != expect) {
         std::string why = "expected 0x0000080" + std::to_string(ndims) + " for an IDX " + kind + " file";
-        if (bytes[0] != 0 || bytes[1] != 0)
+        if (head[0] != 0 || head[1] != 0)
             why += "; this is not an IDX file";
-        else if (bytes[2] != 0x08) {
+        else if (head[2] != 0x08) {
             char t[8];
-            std::snprintf(t, sizeof t, "0x%02X", static_cast<unsigned>(bytes[2]));
+            std::snprintf(t, sizeof t, "0x%02X", static_cast<unsigned>(head[2]));
             why += std::string("; element type ") + t + " is not unsigned byte (0x08)";
         } else
-            why += "; it has " + std::to_string(bytes[3]) + " dimensions, not " + std::to_string(ndims);
+            why += "; it has " + std::to_string(head[3]) + " dimensions, not " + std::to_string(ndims);
         char hex[16];
         std::snprintf(hex, sizeof hex, "0x%08X", static_cast<unsigned>(magic));
         throw Error(concat(who, ": '", path, "' has wrong magic number ", hex, " (", why, ")"));
     }
-    const std::size_t header = 4 + 4 * ndims;
-    DTRAIN_CHECK(bytes.size() >= header, who, ": '", path, "' is truncated: ", bytes.size(),
-                 " bytes, the header of an IDX ", kind, " file needs ", header);
+    got += read_full(src, head + 4, header - 4);
+    DTRAIN_CHECK(got == header, who, ": '", path, "' is truncated: ", got, " bytes, the header of an IDX ",
+                 kind, " file needs ", header);
     std::vector<std::size_t> dims(ndims);
     for (std::size_t i = 0; i < ndims; ++i)
-        dims[i] = be32(bytes.data() + 4 + 4 * i);
+        dims[i] = be32(head + 4 + 4 * i);
     std::size_t total = 1;
     for (std::size_t i = 0; i < ndims; ++i) {
         DTRAIN_CHECK(dims[i] > 0, who, ": '", path, "' declares dimension ", i, " as 0 (dimensions ",
@@ -84,12 +121,52 @@ inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char
                      "' declares implausible dimensions ", shape_str(dims),
                      " (more than 2^40 bytes of data)");
     }
-    const std::size_t have = bytes.size() - header;
-    DTRAIN_CHECK(have >= total, who, ": '", path, "' is truncated: dimensions ", shape_str(dims), " need ",
-                 total, " bytes of data but only ", have, " are present");
-    DTRAIN_CHECK(have == total, who, ": '", path, "' has ", have - total,
-                 " unexpected bytes after the data (dimensions ", shape_str(dims), ")");
+    if (!src.compressed() && src.file_size() > 0)
+        check_idx_data_size(src.file_size() - header, total, dims, path, who);
     return dims;
+}
+
+/// Reads the IDX file `path` (gzip-compressed or raw) of `ndims` dimensions, passing its data to
+/// `consume(dims, read)` once the header is checked, where read(dst, n) reads the next n data bytes (all
+/// of them present, else an error naming the file); then checks that nothing follows the data. A raw file's
+/// size is checked against the header before anything is allocated; the data of a gzip file, whose size is
+/// known only once it is decompressed, is decompressed first, so that what is allocated is bounded by the
+/// data actually present, not by a damaged header. Running out of memory is an error naming the file.
+template <class Consume>
+void read_idx(const std::string& path, std::size_t ndims, const char* who, const char* kind,
+              Consume&& consume) {
+    try {
+        ByteSource src(path, who, std::numeric_limits<std::size_t>::max(), "none");
+        const auto dims = read_idx_header(src, ndims, path, who, kind);
+        std::size_t total = 1, done = 0;
+        for (auto v : dims)
+            total *= v;
+        std::vector<unsigned char> held;  // gzip: the data, grown as it is decompressed
+        if (src.compressed()) {
+            while (held.size() < total) {
+                const std::size_t at = held.size(), want = std::min(total - at, ByteSource::piece);
+                held.resize(at + want);
+                const std::size_t got = read_full(src, held.data() + at, want);
+                held.resize(at + got);
+                if (got < want) break;
+            }
+            check_idx_data_size(held.size() + drain(src), total, dims, path, who);
+        }
+        auto read = [&](unsigned char* dst, std::size_t n) {
+            if (src.compressed()) {
+                std::memcpy(dst, held.data() + done, n);
+                done += n;
+                return;
+            }
+            const std::size_t got = read_full(src, dst, n);
+            done += got;
+            if (got < n) check_idx_data_size(done, total, dims, path, who);
+        };
+        consume(dims, read);
+        if (!src.compressed()) check_idx_data_size(done + drain(src), total, dims, path, who);
+    } catch (const std::bad_alloc&) {
+        throw Error(concat(who, ": out of memory while reading '", path, "'"));
+    }
 }
 
 }  // namespace detail
@@ -97,34 +174,48 @@ inline std::vector<std::size_t> parse_idx_header(const std::vector<unsigned char
 /// Reads an IDX3 images file (MNIST layout: magic 0x00000803, N, rows, cols, then N*rows*cols unsigned
 /// bytes), gzip-compressed or raw. Returns features of shape [N, 1, rows, cols] scaled to [0, 1]. Throws
 /// dtrain::Error naming the file when it is missing, unreadable, empty, has a wrong magic number, is
-/// truncated, or has bytes after the data.
+/// truncated, has bytes after the data, or needs more memory than there is. The header is checked before
+/// any data is read (and, for a raw file, the file's size against it); the data is converted as it is
+/// read, so only the result is held.
 inline Tensor<float> read_idx_images(const std::string& path) {
-    const char* who = "dtrain::read_idx_images";
-    const auto bytes = detail::read_file_bytes(path, who);
-    const auto dims = detail::parse_idx_header(bytes, 3, path, who, "images");
-    Tensor<float> x = Tensor<float>::from_shape({dims[0], 1, dims[1], dims[2]});
-    const unsigned char* src = bytes.data() + 16;
-    float* dst = x.data();
-    const std::size_t n = x.size();
-    const auto& table = detail::byte_to_unit();
-    for (std::size_t i = 0; i < n; ++i)
-        dst[i] = table[src[i]];
+    Tensor<float> x;
+    detail::read_idx(path, 3, "dtrain::read_idx_images", "images", [&](const auto& dims, auto&& read) {
+        x = Tensor<float>::from_shape({dims[0], 1, dims[1], dims[2]});
+        const auto& table = detail::byte_to_unit();
+        unsigned char buf[1 << 14];
+        float* dst = x.data();
+        for (std::size_t left = x.size(); left > 0;) {
+            const std::size_t k = std::min(left, sizeof buf);
+            read(buf, k);
+            for (std::size_t i = 0; i < k; ++i)
+                dst[i] = table[buf[i]];
+            dst += k;
+            left -= k;
+        }
+    });
     return x;
 }
 
 /// Reads an IDX1 labels file (magic 0x00000801, N, then N unsigned bytes), gzip-compressed or raw. When
-/// `num_classes` > 0 every label must be below it. Throws dtrain::Error naming the file on any defect.
+/// `num_classes` > 0 every label must be below it. Throws dtrain::Error naming the file on any defect, and
+/// when memory runs out; checks as read_idx_images().
 inline Labels read_idx_labels(const std::string& path, std::size_t num_classes = 0) {
     const char* who = "dtrain::read_idx_labels";
-    const auto bytes = detail::read_file_bytes(path, who);
-    const auto dims = detail::parse_idx_header(bytes, 1, path, who, "labels");
-    Labels y = Labels::from_shape({dims[0]});
-    for (std::size_t i = 0; i < dims[0]; ++i) {
-        const unsigned v = bytes[8 + i];
-        DTRAIN_CHECK(num_classes == 0 || v < num_classes, who, ": '", path, "' has label ", v, " at index ",
-                     i, ", outside [0, ", num_classes, ")");
-        y(i) = static_cast<std::int32_t>(v);
-    }
+    Labels y;
+    detail::read_idx(path, 1, who, "labels", [&](const auto& dims, auto&& read) {
+        y = Labels::from_shape({dims[0]});
+        unsigned char buf[1 << 14];
+        for (std::size_t i = 0; i < dims[0];) {
+            const std::size_t k = std::min(dims[0] - i, sizeof buf);
+            read(buf, k);
+            for (std::size_t j = 0; j < k; ++j, ++i) {
+                const unsigned v = buf[j];
+                DTRAIN_CHECK(num_classes == 0 || v < num_classes, who, ": '", path, "' has label ", v,
+                             " at index ", i, ", outside [0, ", num_classes, ")");
+                y(i) = static_cast<std::int32_t>(v);
+            }
+        }
+    });
     return y;
 }
 
