@@ -29,6 +29,7 @@ namespace example {
 struct CommonFlags {
     int epochs = 10;
     std::size_t batch_size = 64;
+    std::size_t global_batch = 0;  // samples per step over all workers (0: --batch-size per worker)
     double lr = 0.01;
     std::uint64_t seed = 42;
     int threads = 1;
@@ -53,6 +54,10 @@ struct CommonFlags {
 inline void add_common_flags(CLI::App& app, CommonFlags& f) {
     add_number(app, "--epochs", f.epochs, "passes over the training data", 1);
     add_number(app, "--batch-size", f.batch_size, "samples per batch per worker", 1);
+    add_number(app, "--global-batch", f.global_batch,
+               "samples per step over all workers, divided equally among them (instead of --batch-size); "
+               "keeps the update when a --checkpoint is resumed at another number of ranks")
+        ->type_name("N");
     add_number(app, "--lr", f.lr, "learning rate", 0.0);
     add_number(app, "--seed", f.seed, "seed of the model initialisation, shuffling and augmentation");
     add_number(app, "--threads", f.threads, "BLAS threads per rank (openblas_set_num_threads)", 1);
@@ -88,13 +93,21 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
     add_number(app, "--checkpoint-every", f.checkpoint_every,
                "also write the checkpoint every N steps (0 = per epoch only)")
         ->type_name("N");
-    add_number(app, "--stop-after-step", f.stop_after_step,
-               "stop training right after step N (and its checkpoint), as if interrupted; for resume tests");
+    add_number(
+        app, "--stop-after-step", f.stop_after_step,
+        "stop training right after step N (and its checkpoint), as if interrupted, with exit status 75; "
+        "for resume tests");
 }
 
 /// True when `--name` appeared on the command line `app` parsed.
 inline bool given(const CLI::App& app, const std::string& name) {
     return app.count("--" + name) > 0;
+}
+
+/// The samples each of `workers` workers takes per step: --global-batch / workers when given, else
+/// --batch-size.
+inline std::size_t per_worker_batch(const CommonFlags& f, int workers) {
+    return f.global_batch > 0 ? f.global_batch / std::size_t(workers) : f.batch_size;
 }
 
 /// The options of DistOptimizer<Policy, ...> from the flags.
@@ -132,9 +145,10 @@ inline void check_output_paths(const CommonFlags& f) {
 }
 
 /// parse_command_line() with the common checks: the flags against each other, the number of ranks and the
-/// output files. Sets the BLAS threads. Returns keep_going, or the exit status of every rank (0 after
-/// --help, 2 after a bad flag on any rank).
-inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** argv) {
+/// output files. Sets the BLAS threads, and --batch-size to the per-worker share of --global-batch when that
+/// is given. Returns keep_going, or the exit status of every rank (0 after --help, 2 after a bad flag on any
+/// rank).
+inline int parse_flags(CLI::App& app, CommonFlags& f, int argc, char** argv) {
     int status = parse_command_line(app, argc, argv, [&] {
         const int size = dtrain::world_size();
         DTRAIN_CHECK(f.comm != "async" || size > f.masters, "command line: --comm async with --masters ",
@@ -151,6 +165,14 @@ inline int parse_flags(CLI::App& app, const CommonFlags& f, int argc, char** arg
                      "the async masters hold the optimizer state");
         DTRAIN_CHECK(f.checkpoint_every == 0 || !f.checkpoint.empty(),
                      "command line: --checkpoint-every needs --checkpoint PATH");
+        DTRAIN_CHECK(f.global_batch == 0 || !given(app, "batch-size"),
+                     "command line: give --batch-size (per worker) or --global-batch (over all workers), "
+                     "not both");
+        const int workers = f.comm == "async" ? size - f.masters : size;
+        DTRAIN_CHECK(f.global_batch % std::size_t(workers) == 0, "command line: --global-batch ",
+                     f.global_batch, " is not a multiple of the ", workers,
+                     " worker(s): each takes an equal share; run with a number of workers that divides it");
+        if (f.global_batch > 0) f.batch_size = per_worker_batch(f, workers);
         dtrain::set_blas_threads(f.threads);
     });
     // Every rank takes the same way out (ranks may have parsed other flags: mpiexec -n 1 a : -n 1 a --x).

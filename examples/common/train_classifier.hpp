@@ -50,7 +50,12 @@ struct PassTotals {
 struct TrainResult {
     double final_test_accuracy = std::numeric_limits<double>::quiet_NaN();
     double samples_per_s = 0.0;  // of the last epoch, over all workers
+    bool interrupted = false;    // stopped by --stop-after-step (on every rank)
 };
+
+/// Exit status of a run stopped by --stop-after-step, as a job interrupted before its end: EX_TEMPFAIL, so a
+/// retry loop around mpiexec runs it again and it resumes from its checkpoint.
+inline constexpr int interrupted_status = 75;
 
 /// Data-parallel training of `model` with the local optimizer `opt` under communicator policy `Policy`.
 /// The training set is sharded over the workers each epoch (DistributedSampler: shuffled, equal shares),
@@ -67,22 +72,33 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     if (!f.timeline.empty()) tl.enable(std::size_t(1) << 18, MPI_COMM_WORLD);
 
     // Resuming (synchronous policies): every rank restores the checkpoint rank 0 reads into the
-    // DistOptimizer, with its gradient compression's state (top-k residuals).
+    // DistOptimizer, with its gradient compression's state (top-k residuals), after checking that this run
+    // keeps the data order and the samples per step (possibly at another number of ranks).
     dtrain::TrainingPosition start;
     const bool resume = !f.checkpoint.empty() && dtrain::checkpoint_exists(f.checkpoint);
     dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options<Policy>(f));
+    const std::size_t batch = per_worker_batch(f, dopt.num_workers());
     if constexpr (dtrain::is_communicator_v<Policy>) {
-        if (resume) start = dtrain::load_checkpoint(f.checkpoint, dopt);
+        if (resume) {
+            start = dtrain::load_checkpoint(f.checkpoint, dopt);
+            dtrain::check_resume(f.checkpoint, start, std::uint64_t(dopt.num_workers()), batch, f.seed);
+        }
     }
-    auto save = [&](const dtrain::TrainingPosition& at) {
+    // Saves the position after `steps` steps of epoch `e` (0-based) with this worker's running sums.
+    auto save = [&](std::uint64_t e, std::uint64_t steps, std::uint64_t step, std::vector<double> sums) {
         if constexpr (dtrain::is_communicator_v<Policy>) {
             dtrain::TimelineScope s("checkpoint", "io");
+            dtrain::TrainingPosition at(e, steps, step, std::move(sums));
+            at.samples = steps * batch * std::uint64_t(dopt.num_workers());
+            at.batch_size = batch;
+            at.seed = f.seed;
             dtrain::save_checkpoint(f.checkpoint, dopt, at);
         }
     };
     const bool printer = dopt.is_worker() && dopt.worker_rank() == 0;
     const bool live = f.progress == "on" || (f.progress == "auto" && dtrain::output_is_interactive());
-    dtrain::ProgressBar bar(std::cout, printer && live);
+    // The printing worker is not world rank 0 under Async (the masters come first): tell the bar which draws.
+    dtrain::ProgressBar bar(std::cout, printer && live, 0.1, dtrain::DrawOn::RankZero, printer ? 0 : 1);
     dtrain::CsvLog csv;
     if (!f.log.empty())
         csv = dtrain::CsvLog(
@@ -97,12 +113,14 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             comm += " (" + std::to_string(f.masters) + " master(s), staleness " +
                     (f.staleness < 0 ? std::string("unbounded") : std::to_string(f.staleness)) + ")";
         std::printf("%d rank(s), communicator %s; batch %zu per worker; %zu training / %zu test samples\n",
-                    world_size(), comm.c_str(), f.batch_size, train.size(), test.size());
+                    world_size(), comm.c_str(), batch, train.size(), test.size());
         if (resume)
-            std::printf("resuming from %s at epoch %llu, batch %llu (step %llu)\n", f.checkpoint.c_str(),
-                        static_cast<unsigned long long>(start.epoch + 1),
-                        static_cast<unsigned long long>(start.batch),
-                        static_cast<unsigned long long>(start.step));
+            std::printf(
+                "resuming from %s at epoch %llu, batch %llu (step %llu; %llu samples of the epoch "
+                "done by %llu rank(s))\n",
+                f.checkpoint.c_str(), static_cast<unsigned long long>(start.epoch + 1),
+                static_cast<unsigned long long>(start.batch), static_cast<unsigned long long>(start.step),
+                static_cast<unsigned long long>(start.samples), static_cast<unsigned long long>(start.ranks));
         if (resume && start.epoch >= std::uint64_t(f.epochs))
             std::printf(
                 "the checkpoint has already completed %llu epoch(s) of --epochs %d: nothing to train\n",
@@ -117,7 +135,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
         dtrain::ShardOptions so;
         so.seed = f.seed;
         dtrain::LoaderOptions lo;
-        lo.batch_size = f.batch_size;
+        lo.batch_size = batch;
         lo.seed = f.seed;
         lo.augment = setup.augment;
         lo.augment.seed = f.seed + 7919u * std::uint64_t(wr + 1);
@@ -125,13 +143,23 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
         dtrain::Tensor<float> grad;
         std::uint64_t step = start.step;
         for (int epoch = int(start.epoch) + 1; epoch <= f.epochs; ++epoch) {
-            const std::size_t first = std::uint64_t(epoch - 1) == start.epoch ? std::size_t(start.batch) : 0;
-            loader.seek(std::uint64_t(epoch - 1), first);
-            std::size_t batches = loader.batches_per_epoch();
+            // Steps of this epoch done before the checkpoint: the epoch's global samples so far (any number
+            // of ranks keeping the samples per step), or its batches for a file that did not record them.
+            std::size_t first = 0;
+            if (std::uint64_t(epoch - 1) != start.epoch) {
+                loader.start_epoch(std::uint64_t(epoch - 1));
+            } else if (start.ranks > 0) {
+                loader.seek_samples(start.epoch, start.samples, int(start.ranks));
+                first = std::size_t(start.samples / (batch * std::uint64_t(wn)));
+            } else {
+                loader.seek(start.epoch, std::size_t(start.batch));
+                first = std::size_t(start.batch);
+            }
+            std::size_t batches = first + loader.batches_per_epoch() - loader.batch_index();
             if (f.steps > 0) batches = std::min(batches, f.steps);
             bar.start(std::size_t(epoch), std::size_t(f.epochs), batches);
             if (setup.singa_style && printer) {
-                std::printf("Starting Epoch %d:\n", epoch - 1);
+                std::printf("Starting Epoch %d:\n", epoch);
                 std::fflush(stdout);
             }
             // Resumed mid-epoch: the first worker starts from the global sums of the batches before the
@@ -170,12 +198,11 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                 tr.correct += correct;
                 tr.samples += n;
                 if (f.checkpoint_every > 0 && step % f.checkpoint_every == 0 && b + 1 < batches)
-                    save({std::uint64_t(epoch - 1),
-                          b + 1,
-                          step,
-                          {dopt.global_sum(tr.loss_sum), dopt.global_sum(tr.correct),
-                           dopt.global_sum(tr.samples)}});
-                if (step == f.stop_after_step) return;  // as if interrupted: every rank at the same step
+                    save(std::uint64_t(epoch - 1), b + 1, step, {tr.loss_sum, tr.correct, tr.samples});
+                if (step == f.stop_after_step) {  // as if interrupted: every rank at the same step
+                    result.interrupted = true;
+                    return;
+                }
                 // Equal shards: the job's samples so far are this worker's times the workers (the epoch
                 // line's rate).
                 bar.update(b + 1, tr.loss_sum / tr.samples, tr.correct / tr.samples,
@@ -225,7 +252,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
                 std::fflush(stdout);
             }
             csv.row({double(epoch), train_loss, train_acc, test_loss, test_acc, max_times[1], rate});
-            if (!f.checkpoint.empty()) save({std::uint64_t(epoch), 0, step});
+            if (!f.checkpoint.empty()) save(std::uint64_t(epoch), 0, step, {});
         }
     };
 
@@ -255,6 +282,9 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     DTRAIN_MPI_CHECK(
         MPI_Bcast(&result.samples_per_s, 1, MPI_DOUBLE, f.comm == "async" ? f.masters : 0, MPI_COMM_WORLD));
     result.final_test_accuracy = final_acc;
+    int stopped = result.interrupted ? 1 : 0;
+    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    result.interrupted = stopped != 0;
 
     if (!f.timeline.empty()) {
         tl.disable();
@@ -268,8 +298,17 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     return result;
 }
 
-/// Applies --min-accuracy: returns 3 (and rank 0 says why) when the final test accuracy is below it.
+/// Applies --min-accuracy: returns 3 (and rank 0 says why) when the final test accuracy is below it; returns
+/// interrupted_status after --stop-after-step.
 inline int accuracy_status(const CommonFlags& f, const TrainResult& r) {
+    if (r.interrupted) {
+        if (world_rank() == 0)
+            std::printf(
+                "stopped after step %zu (--stop-after-step) as if interrupted: exit status %d; run the "
+                "same command again to resume from the checkpoint\n",
+                f.stop_after_step, interrupted_status);
+        return interrupted_status;
+    }
     if (f.min_accuracy < 0) return 0;
     if (r.final_test_accuracy >= f.min_accuracy) {
         if (world_rank() == 0)

@@ -524,3 +524,58 @@ TEST_CASE("A batch of float targets fits MeanSquaredError as it is", "[data][loa
         CHECK(grad.shape() == l.targets().shape());
     }
 }
+
+TEST_CASE("DataLoader::seek_samples continues an epoch begun at another number of ranks", "[data][loader]") {
+    const auto d = indexed_dataset(24);
+    const dtrain::ShardOptions so{true, 4};
+    // What 2 ranks with batches of 3 (6 per step) train on in epoch 1: every sample once.
+    std::vector<std::size_t> whole;
+    for (int r = 0; r < 2; ++r) {
+        DataLoader l(d, dtrain::DistributedSampler(24, r, 2, so), {3});
+        const auto ids = run_epoch(l, 1).first;
+        whole.insert(whole.end(), ids.begin(), ids.end());
+    }
+    std::sort(whole.begin(), whole.end());
+    // 2 steps at 2 ranks (12 samples), then the rest at 3 ranks with batches of 2 (6 per step): the 12 samples
+    // of the first two steps and the rest together are the epoch, none twice.
+    std::vector<std::size_t> seen;
+    for (int r = 0; r < 2; ++r) {
+        DataLoader l(d, dtrain::DistributedSampler(24, r, 2, so), {3});
+        l.start_epoch(1);
+        for (int s = 0; s < 2 && l.next(); ++s)
+            for (std::size_t k = 0; k < 3; ++k)
+                seen.push_back(std::size_t(l.features()(k, 0)) / 100);
+    }
+    for (int r = 0; r < 3; ++r) {
+        DataLoader l(d, dtrain::DistributedSampler(24, r, 3, so), {2});
+        l.seek_samples(1, 12, 2);
+        CHECK(l.batch_index() == 0);
+        CHECK(l.batches_per_epoch() == 2);
+        while (l.next())
+            for (std::size_t k = 0; k < l.current_batch_size(); ++k)
+                seen.push_back(std::size_t(l.features()(k, 0)) / 100);
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == whole);
+    // At its own number of ranks it is seek(): the same next batch.
+    DataLoader a(d, dtrain::DistributedSampler(24, 1, 2, so), {3}),
+        b(d, dtrain::DistributedSampler(24, 1, 2, so), {3});
+    a.seek(1, 2);
+    b.seek_samples(1, 12, 2);
+    CHECK(b.batch_index() == 2);
+    REQUIRE(a.next());
+    REQUIRE(b.next());
+    CHECK(a.labels() == b.labels());
+    CHECK(a.features() == b.features());
+    // Contiguous shards and a loader without a sampler cannot continue another number of ranks.
+    DataLoader c(d,
+                 dtrain::DistributedSampler(
+                     24, 0, 3, {true, 4, dtrain::ShardTail::Pad, dtrain::ShardLayout::Contiguous}),
+                 {2});
+    CHECK_THAT(error_message([&] { c.seek_samples(1, 12, 2); }), Catch::Contains("ShardLayout::Interleaved"));
+    DataLoader plain(d, {4});
+    CHECK_THAT(error_message([&] { plain.seek_samples(1, 12, 2); }),
+               Catch::Contains("a loader without a DistributedSampler"));
+    CHECK_NOTHROW(plain.seek_samples(1, 12, 1));
+    CHECK(plain.batch_index() == 3);
+}

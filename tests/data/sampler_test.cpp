@@ -183,3 +183,59 @@ TEST_CASE("DistributedSampler refills without allocating and rejects bad argumen
     CHECK(error_message([] { dtrain::shard_indices(10, 3, 3, 0); }).find("rank 3") != std::string::npos);
     CHECK(error_message([] { dtrain::shard_indices(10, -1, 3, 0); }).find("rank -1") != std::string::npos);
 }
+
+TEST_CASE("shard_indices_after continues an epoch's global order at any number of ranks", "[data][sampler]") {
+    const std::size_t n = 60;
+    for (ShardTail tail : {ShardTail::Pad, ShardTail::Drop, ShardTail::None}) {
+        const dtrain::ShardOptions opt{true, 3, tail, ShardLayout::Interleaved};
+        const auto perm = [&] {
+            std::vector<std::size_t> p;
+            dtrain::epoch_permutation(n, true, 3, 2, p);
+            return p;
+        }();
+        std::vector<std::size_t> scratch, out;
+        // At the same number of ranks after k whole steps of b per rank: the rest of shard_indices().
+        for (int p : {1, 2, 3, 4}) {
+            for (std::size_t k : {0, 1, 2}) {
+                const std::size_t b = 5;
+                for (int r = 0; r < p; ++r) {
+                    const auto full = dtrain::shard_indices(n, r, p, 2, opt);
+                    dtrain::shard_indices_after(n, r, p, 2, k * b * std::size_t(p), opt, scratch, out);
+                    CHECK(out == std::vector<std::size_t>(full.begin() + std::ptrdiff_t(k * b), full.end()));
+                }
+            }
+        }
+        // At another number of ranks: the positions left, each exactly once (none skipped or repeated).
+        for (std::size_t consumed : {0, 12, 24, 36, 59}) {
+            for (int p : {1, 2, 3, 4, 5}) {
+                std::vector<int> seen(n, 0);
+                for (std::size_t pos = 0; pos < consumed; ++pos)
+                    ++seen[perm[pos]];
+                std::size_t total = 0;
+                for (int r = 0; r < p; ++r) {
+                    dtrain::shard_indices_after(n, r, p, 2, consumed, opt, scratch, out);
+                    total += out.size();
+                    if (tail == ShardTail::None || (n - consumed) % std::size_t(p) == 0)
+                        for (std::size_t i : out)
+                            ++seen[i];
+                }
+                if (tail == ShardTail::None || (n - consumed) % std::size_t(p) == 0) {
+                    CHECK(total == n - consumed);
+                    CHECK(std::count(seen.begin(), seen.end(), 1) == std::ptrdiff_t(n));
+                } else if (tail == ShardTail::Pad) {
+                    CHECK(total == ((n - consumed + std::size_t(p) - 1) / std::size_t(p)) * std::size_t(p));
+                } else {
+                    CHECK(total == ((n - consumed) / std::size_t(p)) * std::size_t(p));
+                }
+            }
+        }
+    }
+    std::vector<std::size_t> scratch, out;
+    CHECK_THAT(error_message([&] {
+                   dtrain::shard_indices_after(
+                       10, 0, 2, 0, 4, {true, 0, ShardTail::Pad, ShardLayout::Contiguous}, scratch, out);
+               }),
+               Catch::Contains("use ShardLayout::Interleaved"));
+    CHECK_THAT(error_message([&] { dtrain::shard_indices_after(10, 0, 2, 0, 11, {}, scratch, out); }),
+               Catch::Contains("11 samples consumed exceed the epoch's 10"));
+}

@@ -6,3 +6,5 @@ dtrain_add_test(distributed_checkpoint_fuzz_test SOURCES ${CMAKE_CURRENT_LIST_DI
                 TIMEOUT 120 LABELS reliability)
 dtrain_add_test(distributed_model_file_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_file_test.cpp RANKS 1 2
                 LABELS reliability)
+dtrain_add_test(distributed_checkpoint_resume_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_resume_test.cpp
+                RANKS 1 2 3 LABELS reliability)

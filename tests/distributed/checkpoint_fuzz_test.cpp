@@ -91,7 +91,7 @@ std::vector<std::size_t> size_fields(const std::vector<char>& b) {
         fields.push_back(at);
         at += 8 + u64(at);
     }
-    at += 8 * 5;                                // slots, steps, position
+    at += 8 * 9;  // slots, steps, position (epoch, batch, step, samples, batch size, seed, ranks)
     for (std::size_t elem : {8, 4, 4, 4, 8}) {  // position's sums, parameters, state, optimizer state, extra
         fields.push_back(at);
         at += 8 + elem * u64(at);
@@ -291,4 +291,45 @@ TEST_CASE("load_checkpoint of a directory fails on every rank instead of hanging
     dtrain::Adam<float> adam;
     CHECK_THROWS_WITH(dtrain::load_checkpoint(dir, model, adam),
                       Catch::Contains("cannot read '" + dir + "'"));
+}
+
+TEST_CASE("a large file of another kind and /dev/zero are refused before they are read whole",
+          "[checkpoint][model_file]") {
+    const std::string big = path_for("big");
+    {  // 1 GiB of zeros, sparse: not a dtrain file, but large enough that reading it whole would show
+        std::ofstream(big, std::ios::binary).put('x');
+        std::filesystem::resize_file(big, std::uintmax_t(1) << 30);
+    }
+    Model<float> model = make_model();
+    dtrain::Adam<float> adam;
+    {
+        dtrain::test::fuzz::AllocationLimit limit(std::size_t(1) << 20, std::size_t(64) << 20);
+        CHECK_THROWS_WITH(dtrain::load_checkpoint(big, model, adam, MPI_COMM_SELF),
+                          Catch::Contains("load_checkpoint: '" + big + "' is not a dtrain checkpoint"));
+        CHECK_THROWS_WITH(dtrain::load_model(big, model, MPI_COMM_SELF),
+                          Catch::Contains("load_model: '" + big + "' is not a dtrain model file"));
+        CHECK_THROWS_WITH(dtrain::read_model_extras(big, MPI_COMM_SELF),
+                          Catch::Contains("read_model_extras: '" + big + "' is not a dtrain model file"));
+        CHECK(limit.violation() == "");
+    }
+    std::filesystem::remove(big);
+    // A device without end: refused by its kind, naming it, instead of growing until std::bad_alloc.
+    CHECK_THROWS_WITH(dtrain::load_checkpoint("/dev/zero", model, adam, MPI_COMM_SELF),
+                      Catch::Contains("load_checkpoint: cannot read '/dev/zero': it is not a regular file"));
+    CHECK_THROWS_WITH(dtrain::load_model("/dev/zero", model),
+                      Catch::Contains("load_model: cannot read '/dev/zero': it is not a regular file"));
+    // A checkpoint too large for memory is a dtrain::Error naming the file, not std::bad_alloc.
+    const std::string huge = path_for("huge");
+    {
+        std::ofstream out(huge, std::ios::binary);
+        out.write(dtrain::detail::checkpoint_magic, 8);
+    }
+    std::filesystem::resize_file(huge, std::uintmax_t(1) << 30);
+    {
+        dtrain::test::fuzz::AllocationLimit limit(std::size_t(1) << 20, std::size_t(64) << 20);
+        CHECK_THROWS_WITH(
+            dtrain::load_checkpoint(huge, model, adam, MPI_COMM_SELF),
+            Catch::Contains("load_checkpoint: cannot allocate 1073741824 bytes to read '" + huge + "'"));
+    }
+    std::filesystem::remove(huge);
 }

@@ -222,8 +222,74 @@ TEST_CASE("checkpoint errors name the file and the problem on every rank", "[che
         dtrain::AdamW<float> adamw;  // two slots, like Adam
         CHECK_THROWS_WITH(dtrain::load_checkpoint(path, model, adamw),
                           Catch::Contains("this optimizer is AdamW(lr=0.001"));
-        dtrain::Adam<float> other_lr(dtrain::AdamOptions().lr(0.5));  // the rate is configuration
-        CHECK_NOTHROW(dtrain::load_checkpoint(path, model, other_lr));
+        dtrain::Adam<float> other_lr(dtrain::AdamOptions().lr(0.5));  // every hyper-parameter is compared
+        CHECK_THROWS_WITH(
+            dtrain::load_checkpoint(path, model, other_lr),
+            Catch::Contains("'" + path + "' was written with lr=0.001, this optimizer has lr=0.5"));
+        dtrain::Adam<float> same;
+        CHECK_NOTHROW(dtrain::load_checkpoint(path, model, same));
+    }
+    SECTION("the same kind of optimizer with another hyper-parameter names it") {
+        dtrain::SGD<float> saved(dtrain::SGDOptions().momentum(0.9));
+        saved.reset(model.num_parameters());
+        dtrain::save_checkpoint(path + ".sgd", model, saved, {});
+        dtrain::SGD<float> other(dtrain::SGDOptions().momentum(0.5));
+        CHECK_THROWS_WITH(dtrain::load_checkpoint(path + ".sgd", model, other),
+                          Catch::Contains("load_checkpoint: '" + path +
+                                          ".sgd' was written with momentum=0.9, this optimizer has "
+                                          "momentum=0.5"));
+        dtrain::SGD<float> nesterov(dtrain::SGDOptions().momentum(0.9).nesterov(true));
+        CHECK_THROWS_WITH(
+            dtrain::load_checkpoint(path + ".sgd", model, nesterov),
+            Catch::Contains("was written with nesterov=false, this optimizer has nesterov=true"));
+        dtrain::SGD<float> same(dtrain::SGDOptions().momentum(0.9));
+        CHECK_NOTHROW(dtrain::load_checkpoint(path + ".sgd", model, same));
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (dtrain::world_rank() == 0) std::remove((path + ".sgd").c_str());
+    }
+    SECTION("a .tmp left by a killed save is ignored by load and replaced by the next save") {
+        if (dtrain::world_rank() == 0) {
+            std::ofstream(path + ".tmp", std::ios::binary) << "half a checkpoint";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        Model<float> other = make_model(4);
+        dtrain::Adam<float> fresh;
+        CHECK(dtrain::load_checkpoint(path, other, fresh).step == 4);
+        dtrain::save_checkpoint(path, model, adam, {3, 0, 5});
+        CHECK(dtrain::test::all_ranks(!std::filesystem::exists(path + ".tmp")));
+        CHECK(dtrain::load_checkpoint(path, other, fresh).epoch == 3);
+    }
+    SECTION("a save that fails after writing its .tmp removes it") {
+        const std::string dir = path + ".in_the_way";  // a non-empty directory: the rename fails
+        if (dtrain::world_rank() == 0) {
+            std::filesystem::create_directories(dir);
+            std::ofstream(dir + "/file") << "x";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK_THROWS_WITH(dtrain::save_checkpoint(dir, model, adam, {}),
+                          Catch::Contains("cannot rename '" + dir + ".tmp' to '" + dir + "'"));
+        CHECK(dtrain::test::all_ranks(!std::filesystem::exists(dir + ".tmp")));
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (dtrain::world_rank() == 0) std::filesystem::remove_all(dir);
+    }
+    SECTION("the running sums are stored summed over the ranks") {
+        const int size = dtrain::world_size(), rank = dtrain::world_rank();
+        dtrain::save_checkpoint(path, model, adam, {0, 2, 4, {double(rank + 1), 0.5, double(10 * rank)}});
+        Model<float> other = make_model(4);
+        dtrain::Adam<float> fresh;
+        const TrainingPosition p = dtrain::load_checkpoint(path, other, fresh);
+        CHECK(p.sums == std::vector<double>{size * (size + 1) / 2.0, 0.5 * size, 5.0 * size * (size - 1)});
+        CHECK(p.ranks == std::uint64_t(size));
+        if (size > 1) {  // a rank with another number of sums: an error on every rank, nothing written
+            std::vector<double> sums(rank == 1 ? 2 : 3, 1.0);
+            const std::string message = dtrain::test::error_message([&] {
+                dtrain::save_checkpoint(path + ".sums", model, adam, {0, 2, 4, sums});
+            });
+            CHECK_THAT(message, Catch::Contains("save_checkpoint: rank ") &&
+                                    Catch::Contains("running sum(s) in TrainingPosition::sums") &&
+                                    Catch::Contains("no checkpoint was written to '" + path + ".sums'"));
+            CHECK(dtrain::test::all_ranks(!std::filesystem::exists(path + ".sums")));
+        }
     }
     SECTION("a corrupted file leaves the model as it was") {
         edit_file(path, [](std::vector<char>& b) { b[b.size() / 2] ^= 0x10; });

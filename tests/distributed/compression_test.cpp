@@ -504,6 +504,16 @@ TEST_CASE("A version-2 checkpoint (written before compression existed) loads as 
         const std::size_t tail = 8 + 4 + 8 + 8;
         REQUIRE(std::string(b.end() - 8 - tail + 8, b.end() - 8 - tail + 12) == "none");
         b.erase(b.end() - 8 - std::ptrdiff_t(tail), b.end() - 8);
+        // and the position's fields after epoch, batch and step (samples, batch size, seed, ranks), which
+        // later versions added: they follow the signature (24 bytes), two texts, the slots and the steps.
+        std::size_t at = 24;
+        for (int text = 0; text < 2; ++text) {
+            std::uint64_t length = 0;
+            std::memcpy(&length, b.data() + at, 8);
+            at += 8 + std::size_t(length);
+        }
+        at += 8 + 8 + 24;
+        b.erase(b.begin() + std::ptrdiff_t(at), b.begin() + std::ptrdiff_t(at + 32));
         const std::uint64_t version = 2;
         std::memcpy(b.data() + 8, &version, 8);
         const std::uint64_t sum = dtrain::detail::fnv1a(b.data(), b.size() - 8);

@@ -211,6 +211,33 @@ public:
             next();
     }
 
+    /// Starts epoch `epoch` after its first `samples` samples, which `ranks` ranks trained on in whole steps
+    /// of the epoch's global order: how a run resumed from a checkpoint continues mid-epoch, also at another
+    /// number of ranks keeping the samples per step. At this loader's number of ranks, with `samples` a
+    /// whole number of its steps (batch_size * ranks), it is seek() to that batch (same augmentation draws:
+    /// bitwise the uninterrupted run). Otherwise the sampler's shard_indices_after() gives this rank its part
+    /// of the samples left, so the epoch neither skips nor repeats one; batch_index() and
+    /// batches_per_epoch() then count the rest of the epoch only, and augmentation draws restart from the
+    /// epoch's seed. Throws dtrain::Error when the loader has no DistributedSampler and `ranks` is not 1 or
+    /// `samples` not a whole number of batches, when its sampler's layout is Contiguous, or when `samples`
+    /// exceeds the epoch.
+    void seek_samples(std::uint64_t epoch, std::uint64_t samples, int ranks) {
+        const std::size_t here = sampler_ ? std::size_t(sampler_->size()) : 1;
+        const std::uint64_t per_step = std::uint64_t(opt_.batch_size) * here;
+        if (std::size_t(ranks) == here && samples % per_step == 0) {
+            seek(epoch, std::size_t(samples / per_step));
+            return;
+        }
+        DTRAIN_CHECK(sampler_,
+                     "DataLoader::seek_samples: a loader without a DistributedSampler continues only "
+                     "what 1 rank trained on in whole batches of ",
+                     opt_.batch_size, ", got ", samples, " samples of ", ranks, " rank(s)");
+        DTRAIN_CHECK(samples <= sampler_->dataset_size(), "DataLoader::seek_samples: ", samples,
+                     " samples are past the end of epoch ", epoch, ", which has ", sampler_->dataset_size());
+        start_epoch(epoch);
+        sampler_->indices_after(epoch, std::size_t(samples), order_);
+    }
+
     /// Features of the current batch, shape {batch, sample...}.
     const Tensor<float>& features() const { return tail_ ? x_tail_ : x_full_; }
     /// Labels of the current batch. Throws dtrain::Error when the data set holds float targets (use

@@ -116,6 +116,40 @@ inline std::vector<std::size_t> shard_indices(std::size_t n, int rank, int size,
     return out;
 }
 
+/// The rest of `epoch` for rank `rank` of `size` after the first `consumed` positions of the epoch's global
+/// order (epoch_permutation()) were trained on, by any number of ranks: rank r takes positions consumed + r,
+/// consumed + r + size, ... of the n - consumed left, cut as `opt.tail` says (Pad wraps around to the start
+/// of the epoch's order). The epoch's samples are thus neither skipped nor repeated whatever the number of
+/// ranks before and after. With ShardLayout::Interleaved, where a step of b samples per rank takes the
+/// global positions [k*b*size, (k+1)*b*size), consumed = k*b*size gives exactly the entries of
+/// shard_indices() after its first k*b. Throws when the layout is Contiguous (a rank's block is not a
+/// prefix of the global order) or consumed > n, and as shard_indices() does. Does not allocate when the
+/// capacities of `perm` and `out` suffice.
+inline void shard_indices_after(std::size_t n, int rank, int size, std::uint64_t epoch, std::size_t consumed,
+                                const ShardOptions& opt, std::vector<std::size_t>& perm,
+                                std::vector<std::size_t>& out) {
+    detail::check_shard_args(n, rank, size, "dtrain::shard_indices_after");
+    DTRAIN_CHECK(opt.layout == ShardLayout::Interleaved,
+                 "dtrain::shard_indices_after: ShardLayout::Contiguous gives each rank a block of the epoch, "
+                 "so the samples trained on are not the first ones of the epoch's order: use "
+                 "ShardLayout::Interleaved to continue an epoch at another number of ranks");
+    DTRAIN_CHECK(consumed <= n, "dtrain::shard_indices_after: ", consumed,
+                 " samples consumed exceed the epoch's ", n);
+    epoch_permutation(n, opt.shuffle, opt.seed, epoch, perm);
+    const auto p = static_cast<std::size_t>(size), r = static_cast<std::size_t>(rank);
+    const std::size_t left = n - consumed;
+    std::size_t count = 0;
+    if (opt.tail == ShardTail::Pad)
+        count = (left + p - 1) / p;
+    else if (opt.tail == ShardTail::Drop)
+        count = left / p;
+    else
+        count = left > r ? (left - r + p - 1) / p : 0;
+    out.resize(count);
+    for (std::size_t k = 0; k < count; ++k)
+        out[k] = perm[(consumed + r + k * p) % n];
+}
+
 /// Evaluation sharding: rank r of p gets the contiguous, unshuffled block [r*n/p, (r+1)*n/p), so every test
 /// sample is counted exactly once (no padding, no dropping) and summing correct counts over ranks gives the
 /// same accuracy as one process. Throws when n < size.
@@ -144,6 +178,11 @@ public:
         std::vector<std::size_t> out;
         indices(epoch, out);
         return out;
+    }
+    /// This rank's indices for the rest of `epoch` after its first `consumed` global positions
+    /// (shard_indices_after(): any number of ranks may have consumed them).
+    void indices_after(std::uint64_t epoch, std::size_t consumed, std::vector<std::size_t>& out) {
+        shard_indices_after(n_, rank_, size_, epoch, consumed, opt_, perm_, out);
     }
     /// Samples this rank gets per epoch (the same every epoch).
     std::size_t num_samples() const { return shard_count(n_, rank_, size_, opt_.tail, opt_.layout); }

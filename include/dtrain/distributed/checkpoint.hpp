@@ -18,51 +18,14 @@
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/detail/checkpoint_format.hpp>
+#include <dtrain/distributed/detail/optimizer_description.hpp>
 #include <dtrain/distributed/detail/replica_check.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
+#include <dtrain/distributed/training_position.hpp>
 #include <dtrain/nn/model.hpp>
 #include <dtrain/optim/optimizer.hpp>
 
 namespace dtrain {
-
-/// Where training stands when a checkpoint is written; saved with it and returned by load_checkpoint(),
-/// so that the resumed run continues with `loader.seek(epoch, batch)` (DataLoader::seek()).
-struct TrainingPosition {
-    /// The epoch in progress.
-    std::uint64_t epoch = 0;
-    /// Batches of that epoch already trained on.
-    std::uint64_t batch = 0;
-    /// Optimizer steps taken in the whole run (informational; the optimizer keeps its own count).
-    std::uint64_t step = 0;
-    /// The program's running sums of the epoch so far (e.g. loss and correct predictions), so that an epoch
-    /// resumed mid-way reports the same metrics as the uninterrupted one.
-    std::vector<double> sums;
-
-    /// The start of training.
-    TrainingPosition() = default;
-    /// Epoch `e`, `b` batches into it, `s` steps in all, with the program's running sums (brace
-    /// initialisation `{e, b, s}` without sums stays warning-free under -Wextra).
-    TrainingPosition(std::uint64_t e, std::uint64_t b, std::uint64_t s, std::vector<double> sums_so_far = {})
-        : epoch(e), batch(b), step(s), sums(std::move(sums_so_far)) {}
-};
-
-namespace detail {
-
-/// The optimizer's describe() (its kind and hyper-parameters), or "" when it has none.
-template <class Opt>
-std::string optimizer_description(const Opt& opt) {
-    if constexpr (has_describe_v<Opt>)
-        return opt.describe();
-    else
-        return std::string();
-}
-
-/// The kind of optimizer a description names: the text before '(' ("AdamW" of "AdamW(lr=...)").
-inline std::string optimizer_kind(const std::string& description) {
-    return description.substr(0, description.find('('));
-}
-
-}  // namespace detail
 
 /// True on every rank when rank `root` can open the file `path`. Collective: every rank makes the same choice
 /// between resuming and starting afresh, even when only root's file system holds the checkpoint (which is
@@ -103,9 +66,11 @@ TrainingPosition read_checkpoint(const std::string& path, Model<T>& model, Opt& 
 /// the extra state differs, e.g. Dropout seeded by rank, it names the first such layer and does not call the
 /// ranks diverged); then rank `root` writes `path` + ".tmp" and renames it over `path`, so an interrupted
 /// save never destroys the previous checkpoint. A failure on `root` is thrown as dtrain::Error naming the
-/// path on EVERY rank. The learning rate and its schedule are configuration: build the optimizer the same way
-/// when resuming. Values are stored in the machine's byte order. With Async, save the model after run()
-/// instead.
+/// path on EVERY rank; a save that fails removes its `.tmp` file, and a `.tmp` left by a save that was
+/// killed is overwritten by the next save and never read by load_checkpoint(). The position's running sums
+/// are stored summed over the ranks, with the number of ranks (see TrainingPosition). The learning rate
+/// schedule is configuration: build the optimizer the same way when resuming. Values are stored in the
+/// machine's byte order. With Async, save the model after run() instead.
 template <class T, class Opt>
 void save_checkpoint(const std::string& path, const Model<T>& model, const Opt& opt,
                      const TrainingPosition& position, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
@@ -149,6 +114,20 @@ void detail::write_checkpoint(const std::string& path, const Model<T>& model, co
     for (int r = 0; r < size; ++r)
         if (all[std::size_t(r * parts + 3)] != all[std::size_t(root * parts + 3)])
             detail::throw_extra_state_difference(model, root, r, not_written, comm);  // same r on every rank
+    // The running sums: every rank's, added in rank order on root (the same bits however MPI reduces).
+    const std::uint64_t nsums = position.sums.size();
+    DTRAIN_CHECK(
+        detail::same_everywhere(nsums, comm), "save_checkpoint: rank ", rank, " passes ", nsums,
+        " running sum(s) in TrainingPosition::sums and another rank passes another number: pass each "
+        "rank's own sums, as many on every rank",
+        not_written);
+    std::vector<double> gathered(rank == root ? nsums * std::size_t(size) : 0), sums(nsums, 0.0);
+    if (nsums > 0)
+        DTRAIN_MPI_CHECK(MPI_Gather(position.sums.data(), int(nsums), MPI_DOUBLE, gathered.data(), int(nsums),
+                                    MPI_DOUBLE, root, comm));
+    for (std::size_t r = 0; r < gathered.size() / std::max<std::size_t>(1, nsums); ++r)
+        for (std::size_t k = 0; k < nsums; ++k)
+            sums[k] += gathered[r * nsums + k];
     // Residuals differ by rank by design (each keeps what it did not send): root stores all of them.
     std::vector<T> residuals(rank == root ? residual.size() * std::size_t(size) : 0);
     if (!residual.empty()) {
@@ -169,9 +148,12 @@ void detail::write_checkpoint(const std::string& path, const Model<T>& model, co
         out.text(detail::optimizer_description(opt));
         out.u64(o.state_slots());
         out.u64(o.steps());
-        for (std::uint64_t v : {position.epoch, position.batch, position.step})
+        const std::uint64_t samples =
+            position.samples > 0 ? position.samples : position.batch * position.batch_size * size;
+        for (std::uint64_t v : {position.epoch, position.batch, position.step, samples, position.batch_size,
+                                position.seed, std::uint64_t(size)})
             out.u64(v);
-        out.values(position.sums.data(), position.sums.size());
+        out.values(sums.data(), sums.size());
         out.values(params.data(), params.size());
         out.values(state.data(), state.size());
         out.values(ostate.data(), ostate.size());
@@ -191,7 +173,10 @@ void detail::write_checkpoint(const std::string& path, const Model<T>& model, co
 /// state) or after (every rank restores the same bytes). Throws dtrain::Error on every rank, naming the path,
 /// when the file cannot be read (missing, a directory), is not a dtrain checkpoint, has another format
 /// version, is truncated or corrupted (checksum, impossible sizes), or was written for another model (the
-/// first layer that differs is named) or another kind of optimizer; model and optimizer are then unchanged.
+/// first layer that differs is named), another kind of optimizer or other hyper-parameters (describe(); the
+/// first that differs is named, e.g. "was written with momentum=0.9, this optimizer has momentum=0.5");
+/// model and optimizer are then unchanged. The data order and the update size are the program's: check them
+/// with check_resume().
 /// Gradient compression: a checkpoint of a DistOptimizer with Compression::TopK holds every rank's
 /// error-feedback residuals, which a model and optimizer cannot take, so it is refused here (naming its
 /// setting; load it with the DistOptimizer overload); checkpoints of the other settings (no state) are
@@ -210,7 +195,8 @@ TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& mode
                   "dtrain::load_checkpoint: the optimizer's value_type must be the model's");
     detail::check_root("load_checkpoint", root, comm_size(comm));
     OperationScope op("load_checkpoint", comm);
-    const std::vector<unsigned char> bytes = detail::read_on_root(path, "load_checkpoint", root, comm);
+    const std::vector<unsigned char> bytes = detail::read_on_root(
+        path, "load_checkpoint", root, comm, detail::checkpoint_magic, "dtrain checkpoint");
     // Every rank validates the same bytes, so every rank throws the same error.
     detail::CheckpointReader body =
         detail::open_fields(bytes, detail::checkpoint_magic, detail::checkpoint_version, "dtrain checkpoint",
@@ -218,10 +204,7 @@ TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& mode
     detail::check_stored_model(body, model, path, "load_checkpoint", "was written for another model");
     const std::string described = body.text("the optimizer's description"),
                       mine = detail::optimizer_description(opt);
-    DTRAIN_CHECK(described.empty() || mine.empty() ||
-                     detail::optimizer_kind(described) == detail::optimizer_kind(mine),
-                 "load_checkpoint: '", path, "' holds the state of ", described, ", this optimizer is ",
-                 mine);
+    detail::check_optimizer_description(described, mine, path);
     const std::uint64_t slots = body.u64("the optimizer's state slots"),
                         steps = body.u64("the optimizer's step count");
     DTRAIN_CHECK(slots == opt.state_slots(), "load_checkpoint: '", path, "' holds an optimizer with ", slots,
@@ -230,6 +213,12 @@ TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& mode
     pos.epoch = body.u64("the position");
     pos.batch = body.u64("the position");
     pos.step = body.u64("the position");
+    if (body.version() >= 4) {
+        pos.samples = body.u64("the position");
+        pos.batch_size = body.u64("the batch size");
+        pos.seed = body.u64("the data seed");
+        pos.ranks = body.u64("the number of ranks");
+    }
     pos.sums = body.values<double>("the position's running sums");
 
     // Read everything before touching the model, so a bad file leaves model and optimizer as they were.

@@ -106,7 +106,8 @@ ModelExtras load_model(const std::string& path, Model<T>& model, MPI_Comm comm =
                        int root = 0) {
     detail::check_root("load_model", root, comm_size(comm));
     OperationScope op("load_model", comm);
-    const std::vector<unsigned char> bytes = detail::read_on_root(path, "load_model", root, comm);
+    const std::vector<unsigned char> bytes =
+        detail::read_on_root(path, "load_model", root, comm, detail::model_magic, "dtrain model file");
     detail::CheckpointReader in = detail::open_fields(bytes, detail::model_magic, detail::model_version,
                                                       "dtrain model file", path, "load_model");
     detail::check_stored_model(in, model, path, "load_model", "holds another model");
@@ -131,7 +132,8 @@ ModelExtras load_model(const std::string& path, Model<T>& model, MPI_Comm comm =
 inline ModelExtras read_model_extras(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD, int root = 0) {
     detail::check_root("read_model_extras", root, comm_size(comm));
     OperationScope op("read_model_extras", comm);
-    const std::vector<unsigned char> bytes = detail::read_on_root(path, "read_model_extras", root, comm);
+    const std::vector<unsigned char> bytes =
+        detail::read_on_root(path, "read_model_extras", root, comm, detail::model_magic, "dtrain model file");
     detail::CheckpointReader in = detail::open_fields(bytes, detail::model_magic, detail::model_version,
                                                       "dtrain model file", path, "read_model_extras");
     in.u64("the value size");

@@ -15,9 +15,12 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <mpi.h>
 
@@ -32,8 +35,10 @@ namespace dtrain::detail {
 /// File signature of dtrain checkpoints.
 inline constexpr char checkpoint_magic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', 'K'};
 /// The format version this dtrain writes (2: the model's layers and the optimizer's description are stored
-/// and compared; 3: followed by the gradient compression setting and every rank's top-k residuals).
-inline constexpr std::uint64_t checkpoint_version = 3;
+/// and compared; 3: followed by the gradient compression setting and every rank's top-k residuals; 4: the
+/// position also holds the epoch's global samples, the per-rank batch size, the data seed and the number of
+/// ranks, and its running sums are summed over the ranks).
+inline constexpr std::uint64_t checkpoint_version = 4;
 /// The oldest checkpoint format version this dtrain reads (a version-2 file holds no compression section:
 /// it was written without compression).
 inline constexpr std::uint64_t checkpoint_oldest_version = 2;
@@ -144,16 +149,56 @@ private:
     std::uint64_t version_ = 0;
 };
 
-/// Every rank of `comm` gets the bytes of the file `path` as rank `root` reads it (only root needs to see
-/// the file). Throws dtrain::Error naming `who` and the file on every rank when root cannot read it.
+/// Reads the file `path` that should start with the signature `magic` of a `kind` ("dtrain checkpoint"),
+/// checking before it reads the whole: it must be a regular file (not a directory, a device such as
+/// /dev/zero, or a pipe, which have no size to check), and when it has 8 bytes or more its first 8 must be
+/// the signature, so a large file of another kind is refused after reading 8 bytes. A file starting with
+/// the gzip magic bytes is decompressed as read_file_bytes() does. Throws dtrain::Error naming `who` and the
+/// file, also when the memory for it cannot be allocated.
+inline std::vector<unsigned char> read_signed_file(const std::string& path, const char* who,
+                                                   const char (&magic)[8], const char* kind) {
+    FileCloser fc{std::fopen(path.c_str(), "rb")};
+    DTRAIN_CHECK(fc.f != nullptr, who, ": cannot open '", path, "': ", std::strerror(errno));
+    struct stat st {};
+    DTRAIN_CHECK(::fstat(::fileno(fc.f), &st) == 0, who, ": cannot read '", path,
+                 "': ", std::strerror(errno));
+    DTRAIN_CHECK(!S_ISDIR(st.st_mode), who, ": cannot read '", path, "': it is a directory");
+    DTRAIN_CHECK(S_ISREG(st.st_mode), who, ": cannot read '", path,
+                 "': it is not a regular file (a device, a pipe or a socket), and a ", kind,
+                 " is one: give the path of the file save_checkpoint() or save_model() wrote");
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    unsigned char head[sizeof magic] = {};
+    const std::size_t got = std::fread(head, 1, sizeof head, fc.f);
+    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b) return read_file_bytes(path, who);  // gzip
+    DTRAIN_CHECK(got < sizeof head || std::memcmp(head, magic, sizeof head) == 0, who, ": '", path,
+                 "' is not a ", kind, " (it does not start with the signature; ", size, " bytes)");
+    std::vector<unsigned char> bytes;
+    try {
+        bytes.resize(static_cast<std::size_t>(size));
+    } catch (const std::bad_alloc&) {
+        throw Error(concat(who, ": cannot allocate ", size, " bytes to read '", path, "'"));
+    }
+    std::memcpy(bytes.data(), head, std::min<std::size_t>(got, bytes.size()));
+    const std::size_t rest = bytes.size() > got ? bytes.size() - got : 0;
+    const std::size_t read = rest > 0 ? std::fread(bytes.data() + got, 1, rest, fc.f) : 0;
+    DTRAIN_CHECK(!std::ferror(fc.f), who, ": cannot read '", path, "': ", std::strerror(errno));
+    DTRAIN_CHECK(read == rest && std::fgetc(fc.f) == EOF && got <= bytes.size(), who, ": '", path,
+                 "' changed size while it was read (", size, " bytes at the start)");
+    return bytes;
+}
+
+/// Every rank of `comm` gets the bytes of the file `path` as rank `root` reads it with read_signed_file()
+/// (only root needs to see the file): a file that is not a regular file or lacks the signature `magic` of a
+/// `kind` is refused on root before it is read whole and before anything is broadcast. Throws dtrain::Error
+/// naming `who` and the file on every rank when root cannot read it or a rank cannot allocate its copy.
 /// Collective.
 inline std::vector<unsigned char> read_on_root(const std::string& path, const char* who, int root,
-                                               MPI_Comm comm) {
+                                               MPI_Comm comm, const char (&magic)[8], const char* kind) {
     std::vector<unsigned char> bytes;
     std::string error;
     if (comm_rank(comm) == root) {
         try {
-            bytes = read_file_bytes(path, who);
+            bytes = read_signed_file(path, who, magic, kind);
         } catch (const std::exception& e) {
             error = e.what();
         }
@@ -161,7 +206,14 @@ inline std::vector<unsigned char> read_on_root(const std::string& path, const ch
     throw_if_failed_anywhere(error, root, comm);
     std::uint64_t n = bytes.size();
     DTRAIN_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
-    bytes.resize(n);
+    int failed = 0;
+    try {
+        bytes.resize(n);
+    } catch (const std::bad_alloc&) {
+        failed = 1;
+    }
+    DTRAIN_CHECK(allreduce_value(failed, MPI_MAX, comm) == 0, who, ": a rank cannot allocate ", n,
+                 " bytes for its copy of '", path, "'");
     for (std::uint64_t off = 0; off < n;) {  // in pieces that fit MPI's int count
         const int piece = int(std::min<std::uint64_t>(n - off, std::uint64_t(1) << 30));
         DTRAIN_MPI_CHECK(MPI_Bcast(bytes.data() + off, piece, MPI_BYTE, root, comm));
