@@ -18,11 +18,19 @@
 #          N <= nproc; without it every host shares all CPUs, so each believes it has them all: a rank's
 #          progress thread, sized for a CPU of its own, then takes time from the other host's rank).
 #          Checks the achieved rate with a bulk TCP transfer from host 1 to host 2 (--no-check skips it).
-#        scripts/cluster.sh run [--np N] -- <program> [arguments...]
+#        scripts/cluster.sh run [--np N] [--timeout S] -- <program> [arguments...]
 #          runs the program over all hosts (one rank per host, round robin; --np sets the rank count,
 #          default N) with the MPI settings below; prints the bytes each eth0 sent. The launcher follows
 #          the MPI the program is linked against (ldd): Open MPI's mpiexec.openmpi for libmpi.so.40,
 #          else mpiexec.mpich; DTRAIN_CLUSTER_MPI=openmpi|mpich overrides.
+#          The job ends in bounded time: --timeout S (default DTRAIN_CLUSTER_TIMEOUT, else 0: none) is the
+#          launcher's own limit (Open MPI's --timeout, hydra's MPIEXEC_TIMEOUT), and `timeout` stops the
+#          launcher 10 s later if it could not end the job. Once every rank of the program has ended, the
+#          launcher has DTRAIN_CLUSTER_LINGER s (default 10) to end too, then it is stopped: when a host
+#          becomes unreachable (its link down), dtrain's stall watchdog ends the ranks, but mpiexec.openmpi
+#          waits forever for that host's daemon (orted). What the job leaves in the hosts (orted,
+#          hydra_pmi_proxy, the launcher, the program's ranks) is killed, and named, when run ends; `down`
+#          kills whatever still runs in the namespaces before removing them.
 #        scripts/cluster.sh exec HOST -- <command...>   runs a command inside host HOST (1..N) (on its CPUs)
 #        scripts/cluster.sh counters                   prints each host's eth0 tx/rx bytes
 #        scripts/cluster.sh down                       removes everything `up` created (idempotent)
@@ -56,7 +64,10 @@
 # MPI_Init). MPICH fixed it upstream: pull request 6596 (July 2023, after 4.1.2) took that PMI barrier out
 # of the UCX netmod's finalize, because a rank blocked in it keeps the others' ucp_disconnect_nb from
 # completing; Debian 12 ships 4.0.2. Open MPI (ob1, btl tcp) hung in 0 of 40 hello world and 0 of 40
-# quickstart runs. So use an Open MPI build for multi-host runs; with MPICH wrap `run` in `timeout`.
+# quickstart runs. So use an Open MPI build for multi-host runs; with MPICH give `run` a --timeout, and
+# DTRAIN_FINALIZE_TIMEOUT to the ranks (DTRAIN_CLUSTER_ENV): dtrain::Environment then ends a rank whose
+# MPI_Finalize has not returned after that many seconds (the quickstart on 2 hosts: 20 of 50 runs hung
+# without it, 0 of 50 with 5 s; benchmarks/multihost/finalize_hang.sh, README "Ends of MPICH jobs").
 # --delay and --loss need the netem qdisc and refuse to start without it. Some kernels have no way to delay
 # at all: the one this was written on (6.18, /proc/config.gz) has tbf, htb, ingress, cls_bpf and act_mirred
 # but neither netem nor fq nor etf (CONFIG_NET_SCH_NETEM, _FQ, _ETF unset), so not even a BPF program that
@@ -217,6 +228,9 @@ hosts() { [ -f "$STATE/hosts" ] && cat "$STATE/hosts" || echo 0; }
 
 down() {
     local ns
+    # First whatever still runs inside (a launcher's daemon waiting for a host it cannot reach): a deleted
+    # namespace lives on as long as a process holds it, unnamed, so nothing could find that process later.
+    cluster_kill
     for ns in $(cluster_namespaces); do
         ip netns del "$ns" 2> /dev/null || true
     done
@@ -372,20 +386,67 @@ counters() {
     done
 }
 
+# The pids of the processes named $2... (their first 15 characters, as the kernel keeps them) that run
+# inside the hosts' namespaces; $1 is a namespace name prefix (dtrain-cl-h: the hosts). Never a process
+# outside: another program of the same name elsewhere on the machine is not the job's.
+host_pids() {
+    local prefix=$1 name p f
+    shift
+    for name in "$@"; do
+        for p in $(pgrep -x -- "${name:0:15}" || true); do
+            for f in /run/netns/"$prefix"*; do
+                if [ /proc/"$p"/ns/net -ef "$f" ]; then
+                    echo "$p"
+                    break
+                fi
+            done
+        done
+    done
+}
+
+# Kills what a job left inside the hosts after its launcher ended: the MPI daemons (Open MPI's orted,
+# hydra's proxies), a launcher that outlived its bound, and ranks of the program $1. With a host
+# unreachable, mpiexec.openmpi's abort waits forever for that host's orted, which stays behind.
+kill_job_leftovers() {
+    local pids p
+    pids=$(host_pids "$PREFIX-h" orted hydra_pmi_proxy mpiexec.openmpi mpiexec.hydra "$(basename "$1")" | xargs)
+    [ -n "$pids" ] || return 0
+    echo "cluster.sh: killing what the job left in the hosts:$(for p in $pids; do
+        printf ' %s (%s)' "$(cat /proc/"$p"/comm 2> /dev/null)" "$p"
+    done)" >&2
+    # shellcheck disable=SC2086 # one pid per word
+    kill -9 $pids 2> /dev/null || true
+}
+
 run() {
-    local n np
+    local n np timeout_s=${DTRAIN_CLUSTER_TIMEOUT:-0} linger=${DTRAIN_CLUSTER_LINGER:-10}
     n=$(hosts)
     [ "$n" -ge 2 ] || die "run: no cluster is up (scripts/cluster.sh up N)"
     np=$n
     while [ $# -gt 0 ] && [ "$1" != -- ]; do
         case "$1" in
             --np) np=${2:?--np needs a value}; shift 2 ;;
-            *) die "run: unknown option '$1' (usage: run [--np N] -- program [arguments])" ;;
+            --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
+            *) die "run: unknown option '$1' (usage: run [--np N] [--timeout S] -- program [arguments])" ;;
         esac
     done
     [ "${1:-}" = -- ] || die "run: put -- before the program"
     shift
     [ $# -gt 0 ] || die "run: no program given"
+    [[ "$timeout_s" =~ ^[0-9]+$ ]] ||
+        die "run: --timeout (or DTRAIN_CLUSTER_TIMEOUT) must be whole seconds (0: none), got '$timeout_s'"
+    [[ "$linger" =~ ^[0-9]+$ ]] && [ "$linger" -ge 1 ] ||
+        die "run: DTRAIN_CLUSTER_LINGER must be whole seconds (at least 1), got '$linger'"
+    # The launcher's bound: its own timeout (Open MPI's --timeout, hydra's MPIEXEC_TIMEOUT), and `timeout`
+    # 10 s later in case the launcher cannot end the job itself (KILL 5 s after TERM).
+    local bound=() ompi_timeout=() hydra_timeout=()
+    if [ "$timeout_s" -gt 0 ]; then
+        bound=(timeout -k 5 $((timeout_s + 10)))
+        ompi_timeout=(--timeout "$timeout_s")
+        hydra_timeout=(MPIEXEC_TIMEOUT="$timeout_s")
+    fi
+    local program
+    program=$(command -v "$1" || echo "$1")
     local mpi=${DTRAIN_CLUSTER_MPI:-}
     if [ -z "$mpi" ]; then
         mpi=mpich
@@ -419,20 +480,56 @@ run() {
                 *) eager=(--mca btl_tcp_eager_limit "$e" --mca btl_tcp_rndv_eager_limit "$e"
                           --mca btl_tcp_max_send_size "$e") ;;
             esac
-            in_host 1 "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
+            in_host 1 ${bound[@]+"${bound[@]}"} "${MPIEXEC_OPENMPI:-mpiexec.openmpi}" --allow-run-as-root \
                 -H "$hostlist" --map-by node --bind-to none --oversubscribe -n "$np" \
                 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
                 --mca oob_tcp_if_include eth0 --mca plm_rsh_agent "$STATE/launcher" \
-                ${eager[@]+"${eager[@]}"} "${xs[@]}" "$@" || status=$?
+                ${ompi_timeout[@]+"${ompi_timeout[@]}"} ${eager[@]+"${eager[@]}"} "${xs[@]}" "$@" &
             ;;
         mpich)
             # shellcheck disable=SC2086 # DTRAIN_CLUSTER_ENV holds VAR=value words
             in_host 1 env UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 ${DTRAIN_CLUSTER_ENV:-} \
+                ${hydra_timeout[@]+"${hydra_timeout[@]}"} ${bound[@]+"${bound[@]}"} \
                 "$MPIEXEC" -f "$STATE/hostfile" -launcher rsh -launcher-exec "$STATE/launcher" -iface eth0 \
-                -n "$np" "$@" || status=$?
+                -n "$np" "$@" &
             ;;
         *) die "run: DTRAIN_CLUSTER_MPI must be openmpi or mpich, got '$mpi'" ;;
     esac
+    # Until the launcher ends: once the program's ranks have all ended, the launcher gets DTRAIN_CLUSTER_LINGER
+    # seconds (default 10) to end too, then it is stopped. When a host became unreachable (its link down),
+    # the ranks end (dtrain's stall watchdog aborts the job, or the MPI reports the lost peer) but
+    # mpiexec.openmpi waits forever for the unreachable host's daemon to confirm the abort.
+    local launcher=$! seen=0 gone="" stopped=0 name traps
+    name=$(basename "$program")
+    # A background command ignores SIGINT here, so Ctrl-C or TERM must end the launcher explicitly.
+    traps=$(trap -p INT TERM)
+    # shellcheck disable=SC2064 # $launcher and $program now
+    trap "pkill -TERM -P $launcher 2> /dev/null; sleep 1; kill_job_leftovers '$program'; exit 130" INT TERM
+    while kill -0 "$launcher" 2> /dev/null; do
+        sleep 0.5
+        if [ -n "$(host_pids "$PREFIX-h" "$name")" ]; then
+            seen=1 gone=""
+        elif [ $seen = 1 ] && kill -0 "$launcher" 2> /dev/null; then
+            [ -n "$gone" ] || gone=$SECONDS
+            if [ $((SECONDS - gone)) -ge "$linger" ]; then
+                stopped=1
+                echo "cluster.sh: run: every rank of $name has ended, but the launcher has not $linger s later" \
+                    "(it waits for a host it cannot reach): stopping it" >&2
+                # $launcher is the shell running in_host; its child is the launcher (or `timeout`)
+                pkill -TERM -P "$launcher" 2> /dev/null || true
+                sleep 2
+                pkill -KILL -P "$launcher" 2> /dev/null || true
+                break
+            fi
+        fi
+    done
+    wait "$launcher" || status=$?
+    trap - INT TERM
+    eval "$traps"
+    if [ $status -eq 0 ] && [ $stopped = 1 ]; then status=1; fi
+    [ $status -ne 124 ] && [ $status -ne 137 ] || [ "$timeout_s" = 0 ] ||
+        echo "cluster.sh: run: the job did not end within --timeout $timeout_s s: stopped" >&2
+    kill_job_leftovers "$program"
     after=$(counters)
     paste <(echo "$before") <(echo "$after") | awk '{printf "cluster.sh: host %s eth0 sent %.0f bytes, received %.0f\n", $2, $12 - $5, $14 - $7}'
     return $status

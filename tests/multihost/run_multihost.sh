@@ -11,7 +11,10 @@
 #                     the header of scripts/cluster.sh), and a test that hangs by chance is no test. The
 #                     answer goes to cluster.sh as DTRAIN_CLUSTER_MPI, so it launches with that MPI
 #   --timeout S       seconds COMMAND may take (default 240); then it is stopped (TERM to its process
-#                     group, KILL 10 s later), the cluster removed, and the test fails as a hang
+#                     group, KILL 10 s later), the cluster removed, and the test fails as a hang. Each
+#                     `cluster.sh run` inside gets S - 20 s (DTRAIN_CLUSTER_TIMEOUT, unless set): the
+#                     launcher's own bound, so that a launcher waiting for an unreachable host ends, and
+#                     names its bound, before the whole command is stopped
 #   --expect REGEX    COMMAND's output must match the extended regular expression (repeatable)
 #   --min-sent BYTES  every host's eth0 must have sent at least BYTES during the run (the lines
 #                     "cluster.sh: host I eth0 sent B bytes" that `cluster.sh run` prints)
@@ -107,6 +110,7 @@ ip netns del dtrain-cl-probe
 
 log=$(mktemp)
 trap 'cleanup; rm -f "$log"' EXIT
+export DTRAIN_CLUSTER_TIMEOUT=${DTRAIN_CLUSTER_TIMEOUT:-$((timeout_s > 40 ? timeout_s - 20 : timeout_s))}
 # COMMAND writes to a file that tail copies to the output as it grows (so a test that ctest kills still
 # shows how far it got), not to a pipe, which a process left behind by a hang would hold open. The lock's
 # descriptor is closed for COMMAND, so nothing it leaves behind keeps the lock.
