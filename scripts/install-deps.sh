@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
 # Idempotent: when everything is present it only checks and returns (no apt-get update).
-# Usage: scripts/install-deps.sh [--openmpi] [--plot] [--torch]
+# Usage: scripts/install-deps.sh [--openmpi] [--slurm] [--docs] [--plot] [--torch]
 #   --openmpi  also Open MPI 4.1 (openmpi-bin, libopenmpi-dev), dtrain's second supported MPI, for
 #              scripts/test.sh's openmpi configuration. Debian then makes Open MPI the default mpiexec and
 #              mpicxx (update-alternatives); dtrain's scripts name MPICH's explicitly, and
 #              `update-alternatives --set mpirun /usr/bin/mpirun.mpich` (and `--set mpi /usr/bin/mpicc.mpich`)
 #              makes MPICH the default again. Also iproute2 (ip, tc), for the multihost tests that this
 #              configuration runs on simulated hosts (scripts/cluster.sh).
+#   --slurm    also Slurm (slurmctld, slurmd, slurm-client), munge, libpmix-dev (which Slurm's PMIx plugin
+#              loads for Open MPI's srun --mpi=pmix) and iproute2: the simulated Slurm cluster of
+#              scripts/slurm-cluster.sh and the tests of ctest label slurm (which runs daemons of its own,
+#              not the machine's Slurm and munge services).
+#   --docs     also doxygen, for the API reference (scripts/api-docs.sh)
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
-      python3-sklearn)
+      python3-sklearn libblas-dev)
+# libblas-dev (Debian's reference BLAS) is for the tests only: the package test builds a consumer that
+# chooses it (BLA_VENDOR Generic) instead of OpenBLAS.
 for a in "$@"; do
   case "$a" in
     --openmpi) pkgs+=(openmpi-bin libopenmpi-dev iproute2) ;;
+    --slurm) pkgs+=(slurmctld slurmd slurm-client munge libpmix-dev iproute2) ;;
+    --docs) pkgs+=(doxygen) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
-    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --plot --torch)" >&2; exit 2 ;;
+    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --plot --torch)" >&2; exit 2 ;;
   esac
 done
 missing=()
