@@ -44,6 +44,12 @@ endif()
 # process count as <name>.np<n>, run through MPIEXEC_EXECUTABLE (mpiexec.mpich or mpiexec.openmpi) with
 # DTRAIN_MPIEXEC_PREFLAGS and DTRAIN_TEST_ENVIRONMENT. RANKS defaults to 1. Each registration gets a
 # TIMEOUT (default 120 s) so a hang fails instead of blocking CI.
+#
+# Labels: np<n>, the LABELS given, and `quick` for the registrations with 1 or 2 ranks unless LABELS holds
+# `slow`: the edit-test loop (scripts/test.sh --quick) runs `ctest -L quick` after building only the
+# target dtrain_quick_tests, which depends on the executables of those registrations (the top-level
+# CMakeLists.txt collects them from the global property DTRAIN_QUICK_TEST_TARGETS). Runs with 3 or more
+# ranks are oversubscribed on 2 cores, where MPICH busy-polls; they run in the full suite only.
 function(dtrain_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;RANKS;LABELS" ${ARGN})
   if(NOT T_RANKS)
@@ -54,12 +60,21 @@ function(dtrain_add_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::dtrain dtrain_warnings)
+  set(quick_target FALSE)
   foreach(np IN LISTS T_RANKS)
     add_test(NAME ${name}.np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${DTRAIN_MPIEXEC_PREFLAGS}
                      $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+    set(labels np${np} ${T_LABELS})
+    if(np LESS_EQUAL 2 AND NOT "slow" IN_LIST T_LABELS)
+      list(APPEND labels quick)
+      set(quick_target TRUE)
+    endif()
     set_tests_properties(${name}.np${np} PROPERTIES TIMEOUT ${T_TIMEOUT} PROCESSORS ${np}
-                         LABELS "np${np};${T_LABELS}"
+                         LABELS "${labels}"
                          ENVIRONMENT "${DTRAIN_TEST_ENVIRONMENT};DTRAIN_TEST_NAME=${name}.np${np}")
   endforeach()
+  if(quick_target)
+    set_property(GLOBAL APPEND PROPERTY DTRAIN_QUICK_TEST_TARGETS ${name})
+  endif()
 endfunction()

@@ -4,7 +4,10 @@
 #   release   MPICH 4.0, Release                                              build/
 #   asan      MPICH 4.0, AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g  build-asan/
 #   openmpi   Open MPI 4.1, Release                                           build-openmpi/
-# Usage: scripts/test.sh [--config NAME[,NAME...]]... [ctest arguments...]
+# Usage: scripts/test.sh [--quick] [--config NAME[,NAME...]]... [ctest arguments...]
+#   --quick         the edit-test loop: the release configuration only, building only the test programs
+#                   of the tests labelled `quick` (1 and 2 ranks, no examples, multihost or package
+#                   tests; cmake/dtrainTesting.cmake) and running `ctest -L quick`
 #   --config NAME   run only these configurations (repeatable; default: all three, in this order)
 #   anything else   passed to every ctest run (e.g. -R distributed_sync, -L np2)
 # A failing configuration does not stop the next; the exit status is 0 only when all passed. A summary
@@ -15,24 +18,35 @@ cd "$(dirname "$0")/.."
 all_configs=(release asan openmpi)
 configs=()
 ctest_args=()
+quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) [ $# -ge 2 ] || { echo "test.sh: --config needs a name (${all_configs[*]})" >&2; exit 2; }
               IFS=, read -ra names <<< "$2"; configs+=("${names[@]}"); shift 2 ;;
     --config=*) IFS=, read -ra names <<< "${1#--config=}"; configs+=("${names[@]}"); shift ;;
-    -h|--help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
+if [ $quick -eq 1 ]; then
+  [ ${#configs[@]} -eq 0 ] || [ "${configs[*]}" = release ] ||
+    { echo "test.sh: --quick runs the release configuration only, not '${configs[*]}'" >&2; exit 2; }
+  configs=(release)
+fi
 [ ${#configs[@]} -gt 0 ] || configs=("${all_configs[@]}")
 deps_args=()
 for c in "${configs[@]}"; do
   case "$c" in
     release|asan) ;;
-    openmpi) deps_args=(--openmpi) ;;
+    openmpi) deps_args+=(--openmpi) ;;
     *) echo "test.sh: unknown configuration '$c' (known: ${all_configs[*]})" >&2; exit 2 ;;
   esac
 done
+# The API reference's check (docs.api_reference) needs doxygen; the slurm tests need Slurm, munge and
+# network namespaces, so root (elsewhere they are reported Skipped with the reason).
+[ $quick -eq 1 ] || deps_args+=(--docs)
+[ $quick -eq 1 ] || [ "$(id -u)" -ne 0 ] || deps_args+=(--slurm)
 
 # Every package first, so that each configuration runs on a machine with all of them (as in CI, where
 # Open MPI is then installed next to MPICH and may be the update-alternatives default).
@@ -51,7 +65,8 @@ run_config() {
       env+=(ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1)
       # Tests that cannot run under ASan for a real reason carry the ctest label no_asan (with the reason
       # next to it in their CMakeLists.txt).
-      label_exclude=(-LE no_asan)
+      # The slurm tests launch the same MPICH programs as release does: not again here.
+      label_exclude=(-LE 'no_asan|slurm')
       ;;
     openmpi)
       dir=build-openmpi
@@ -62,10 +77,15 @@ run_config() {
       [ "$(id -u)" -ne 0 ] || env+=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
       ;;
   esac
+  local -a target=() label=()
+  if [ $quick -eq 1 ]; then
+    target=(--target dtrain_quick_tests)
+    label=(-L quick)
+  fi
   cmake --preset "$name" || return 1
-  cmake --build "$dir" -j"$(nproc)" || return 1
-  (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${parallel[@]}" "${label_exclude[@]}" "${ctest_args[@]}") ||
-    return 1
+  cmake --build "$dir" -j"$(nproc)" "${target[@]}" || return 1
+  (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${parallel[@]}" "${label_exclude[@]}" "${label[@]}" \
+    ${ctest_args[@]+"${ctest_args[@]}"}) || return 1
 }
 
 # Tests run $(nproc) at a time unless the arguments say otherwise; each declares the cores it needs (PROCESSORS),

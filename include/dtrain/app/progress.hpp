@@ -10,6 +10,9 @@
 #include <ostream>
 #include <string>
 
+#include <dtrain/core/error.hpp>
+
+#include <mpi.h>
 #include <unistd.h>
 
 namespace dtrain {
@@ -63,6 +66,18 @@ inline bool stdout_of_is_terminal(long pid) {
     return t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0 || t == "/dev/console";
 }
 
+/// This process's rank in MPI_COMM_WORLD, or 0 when MPI is not initialized (or already finalized), so that
+/// a program without MPI draws its bar.
+inline int world_rank_or_zero() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) return 0;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
 }  // namespace detail
 
 /// True when what this process prints reaches a person at a terminal. When the process was started
@@ -95,24 +110,56 @@ inline std::string format_duration(double seconds) {
     return buf;
 }
 
-/// A live one-line progress bar for the batches of one epoch, redrawn in place with '\r':
+/// Which ranks of a job draw a ProgressBar.
+enum class DrawOn {
+    /// Only the process whose rank is 0 (the default): one bar per job. Every rank may construct and update
+    /// the bar; on the others it writes nothing.
+    RankZero,
+    /// Every rank, each line starting with "rank N: ". For streams of their own per rank (a file each); on
+    /// one shared terminal the ranks' bars overwrite and interleave with each other.
+    EveryRank,
+};
+
+/// A live one-line progress bar for the batches of one epoch, redrawn in place (each redraw starts with a
+/// carriage return):
 ///
 ///     epoch 3/10 [=========>          ] batch 412/938 loss 0.3121 acc 88.72% 5321 samples/s ETA 9.8s
 ///
 /// It draws only when live (by default: when the output reaches a terminal, also through mpiexec; see
-/// output_is_interactive()), so programs
-/// call it unconditionally and get plain one-line-per-epoch output in logs. Redraws are throttled (at most
-/// every `min_interval` seconds, plus the last batch), so calling update() every batch costs a clock read;
-/// only a redraw formats text. Not thread-safe; use it from one thread of one rank (rank 0).
+/// output_is_interactive()) and only on rank 0 (DrawOn::RankZero; the bar knows its rank, by default this
+/// process's rank in MPI_COMM_WORLD), so programs construct and update it unconditionally on every rank and
+/// get one bar per job on a terminal and plain one-line-per-epoch output in logs. Redraws are throttled (at
+/// most every `min_interval` seconds, plus the last batch), so calling update() every batch costs a clock
+/// read; only a redraw formats text. Not thread-safe; use each bar from one thread.
 class ProgressBar {
 public:
-    /// A bar writing to `os`, drawing only when `live` (default: output_is_interactive()), redrawing at
-    /// most every `min_interval` seconds.
-    explicit ProgressBar(std::ostream& os, bool live = output_is_interactive(), double min_interval = 0.1)
-        : os_(&os), live_(live), min_interval_(min_interval) {}
+    /// A bar writing to `os`, redrawing at most every `min_interval` seconds. It draws when `live`
+    /// (default: output_is_interactive()) and `draw_on` selects this process: DrawOn::RankZero (default)
+    /// draws only where `rank` is 0, DrawOn::EveryRank everywhere. `rank` defaults to this process's rank in
+    /// MPI_COMM_WORLD (0 without MPI); pass the rank among the processes that train when they are not all
+    /// of MPI_COMM_WORLD (e.g. a worker rank next to parameter servers), so that the first of them draws.
+    /// Throws dtrain::Error when `min_interval` is negative or not a number, or `rank` is negative.
+    explicit ProgressBar(std::ostream& os, bool live = output_is_interactive(), double min_interval = 0.1,
+                         DrawOn draw_on = DrawOn::RankZero, int rank = detail::world_rank_or_zero())
+        : os_(&os),
+          live_(live && (draw_on == DrawOn::EveryRank || rank == 0)),
+          min_interval_(min_interval),
+          draw_on_(draw_on),
+          rank_(rank) {
+        DTRAIN_CHECK(min_interval >= 0.0, "ProgressBar: min_interval must be >= 0 seconds, got ",
+                     min_interval);
+        DTRAIN_CHECK(rank >= 0, "ProgressBar: rank must be >= 0, got ", rank,
+                     " (pass the process's rank among the ranks that train)");
+    }
 
-    /// True when the bar draws.
+    /// True when the bar draws on this rank: it is live and `draw_on` selects this rank.
     bool live() const { return live_; }
+
+    /// The rank the bar was constructed for (by default this process's rank in MPI_COMM_WORLD).
+    int rank() const { return rank_; }
+
+    /// Which ranks draw (DrawOn::RankZero unless the constructor was told otherwise).
+    DrawOn draw_on() const { return draw_on_; }
 
     /// Starts epoch `epoch` (1-based) of `epochs`, with `batches` batches; resets counters and the clock.
     void start(std::size_t epoch, std::size_t epochs, std::size_t batches) {
@@ -137,7 +184,9 @@ public:
         last_draw_ = now;
         drawn_ = true;
         const double elapsed = std::chrono::duration<double>(now - start_).count();
-        *os_ << '\r' << render(done, loss, accuracy, samples, elapsed) << "\x1b[K" << std::flush;
+        *os_ << '\r';
+        if (draw_on_ == DrawOn::EveryRank) *os_ << "rank " << rank_ << ": ";
+        *os_ << render(done, loss, accuracy, samples, elapsed) << "\x1b[K" << std::flush;
     }
 
     /// Ends the epoch's bar: clears the line when live so the caller's one-line epoch summary replaces it.
@@ -146,7 +195,8 @@ public:
         drawn_ = false;
     }
 
-    /// The bar's text for the given state (no '\r', no escape codes); exposed for tests and custom output.
+    /// The bar's text for the given state (no carriage return, no escape codes); exposed for tests and
+    /// custom output.
     std::string render(std::size_t done, double loss, double accuracy, std::size_t samples,
                        double elapsed) const {
         constexpr int width = 20;
@@ -171,6 +221,8 @@ private:
     std::ostream* os_;
     bool live_;
     double min_interval_;
+    DrawOn draw_on_;
+    int rank_;
     std::size_t epoch_ = 0, epochs_ = 0, batches_ = 0;
     Clock::time_point start_{}, last_draw_{};
     bool drawn_ = false;

@@ -19,7 +19,7 @@
 namespace dtrain {
 
 /// An empty value carrying the policy type P; with_policy() passes one to its callable, which recovers the
-/// type as `typename decltype(tag)::type`.
+/// type as the member `type` of `decltype(tag)`.
 template <class P>
 struct PolicyTag {
     /// The communicator policy (Collective, Ring, Naive or Async).

@@ -84,6 +84,8 @@ public:
 
     std::size_t num_params() const override { return out_ * fan_in() + out_; }
 
+    /// Layer<T>::bind: the weights [out_channels, in_channels * kernel height * kernel width], then the
+    /// biases.
     void bind(T* params, T* grads, T*) override {
         w_ = params;
         b_ = params + out_ * fan_in();
@@ -97,12 +99,14 @@ public:
         std::fill(b_, b_ + out_, T(0));
     }
 
+    /// Layer<T>::forward: the convolution of `in` [batch, C, H, W] plus the bias, into `out`.
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         prepare(in);
         ensure_shape(out, std::array<std::size_t, 4>{n_, out_, g_.oh, g_.ow});
         if (n_ > 0) detail::with_avx2([&] { compute_forward(in.data(), out.data()); });
     }
 
+    /// Layer<T>::backward: accumulates the weight and bias gradients; writes `grad_in` when asked.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         prepare(in);

@@ -44,6 +44,7 @@ public:
 
     std::size_t num_params() const override { return out_ * in_ + out_; }
 
+    /// Layer<T>::bind: the weights [out, in] (row-major) then the biases [out].
     void bind(T* params, T* grads, T*) override {
         w_ = params;
         b_ = params + out_ * in_;
@@ -56,6 +57,7 @@ public:
         std::fill(b_, b_ + out_, T(0));
     }
 
+    /// Layer<T>::forward: `out` = `in` W^T + b for `in` of shape [batch, in].
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         if (in.dimension() != 2 || in.shape()[1] != in_) detail::check_batch_shape(in, {in_}, name());
         const std::size_t n = in.shape()[0];
@@ -74,6 +76,7 @@ public:
         detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
     }
 
+    /// Layer<T>::backward: accumulates dW and db; writes `grad_in` = `grad_out` W when asked.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         const std::size_t n = in.shape()[0];

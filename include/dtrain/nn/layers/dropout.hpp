@@ -32,6 +32,8 @@ public:
     std::string name() const override { return detail::concat("Dropout(", p_, ")"); }
     Shape output_shape(const Shape& input) const override { return input; }
 
+    /// Layer<T>::forward: in training, zeroes each element with probability p and scales the rest by
+    /// 1 / (1 - p); the identity otherwise.
     void forward(const Tensor<T>& in, Tensor<T>& out, bool training) override {
         ensure_shape(out, in.shape());
         const std::size_t n = in.size();
@@ -50,6 +52,7 @@ public:
             y[i] = x[i] * mask_[i];
     }
 
+    /// Layer<T>::backward: passes `grad_out` through the mask of the last training forward.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         if (!need_grad_in) return;

@@ -27,6 +27,7 @@ public:
         return {shape_size(input)};
     }
 
+    /// Layer<T>::forward: `in` [batch, ...] as [batch, product of the rest] (a copy).
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         DTRAIN_CHECK(in.dimension() >= 2, name(), ": expected input of shape [batch, ...] but got ",
                      detail::shape_str(in.shape()));
@@ -35,6 +36,7 @@ public:
         std::copy(in.data(), in.data() + in.size(), out.data());
     }
 
+    /// Layer<T>::backward: `grad_out` reshaped to the input's shape.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         if (!need_grad_in) return;

@@ -100,6 +100,7 @@ public:
     /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
     explicit MaxPool2d(std::size_t kernel, std::size_t stride = 0) : Base("MaxPool2d", kernel, stride) {}
 
+    /// Layer<T>::forward: the maximum of each window, remembering where it was.
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         const auto geo = this->prepare_forward(in, out);  // named: a C++17 lambda captures no bindings
         const std::size_t planes = geo.planes, h = geo.h, w = geo.w, oh = geo.oh, ow = geo.ow, k = geo.k,
@@ -155,6 +156,7 @@ public:
         });
     }
 
+    /// Layer<T>::backward: routes each gradient to the input element that was the window's maximum.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         if (!need_grad_in) return;
@@ -196,6 +198,7 @@ public:
     /// Window `kernel`, step `stride` (0 means stride = kernel); kernel must be positive.
     explicit AvgPool2d(std::size_t kernel, std::size_t stride = 0) : Base("AvgPool2d", kernel, stride) {}
 
+    /// Layer<T>::forward: the mean of each window.
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         const auto [planes, h, w, oh, ow, k, st] = this->prepare_forward(in, out);
         const T scale = T(1) / T(k * k);
@@ -217,6 +220,7 @@ public:
         }
     }
 
+    /// Layer<T>::backward: spreads each gradient evenly over its window.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         if (!need_grad_in) return;
