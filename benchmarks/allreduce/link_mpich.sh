@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # MPICH's own MPI_Allreduce over the simulated link, beside dtrain's Ring and Naive and beside Open MPI's
-# MPI_Allreduce, with the wire floor (issue 15: "the all-reduce benchmark over the link, with MPICH's own
+# MPI_Allreduce, with the wire floor ("the all-reduce benchmark over the link, with MPICH's own
 # MPI_Allreduce beside Ring and the wire floor"). One 2-host cluster (scripts/cluster.sh up 2 --rate RATE
 # --pin, achieved bulk rate measured); per launch, alternating MPICH and Open MPI (the order reversed every
 # other launch), allreduce_bench with Collective, Ring and Naive, once with a barrier before every call

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Open MPI's eager limit against DistOptimizer's overlap over the simulated link (issue 15: why the MLP ran
+# Open MPI's eager limit against DistOptimizer's overlap over the simulated link (why the MLP ran
 # slower with overlap than without). A 2-host cluster (scripts/cluster.sh up 2 --rate RATE --pin), then per
 # round, in an order reversed every other round: for each eager setting (DTRAIN_CLUSTER_EAGER: "default" =
 # Open MPI's 64 KiB eager / 128 KiB fragments, or a byte count for btl_tcp_eager_limit, rndv_eager_limit and

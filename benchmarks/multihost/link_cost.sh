@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a byte costs on the simulated cluster's link (issue 15's bound): per link rate, a bulk TCP transfer
+# What a byte costs on the simulated cluster's link (the bound on efficiency it sets): per link rate, a bulk TCP transfer
 # from host 1 to host 2 of scripts/cluster.sh (2 hosts, veth + bridge, tbf shaping), with the machine's CPU
 # time sampled from /proc/stat around it. Prints, per rate and round: the achieved Gbit/s, the CPU time
 # (user, system, softirq: summed over all cores) per GB moved, and how busy the cores were. On a 2-core

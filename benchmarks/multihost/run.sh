@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed between hosts (issue 15): data-parallel training of the SINGA CNN and the 784-512-256-10 MLP over a
+# Speed between hosts: data-parallel training of the SINGA CNN and the 784-512-256-10 MLP over a
 # simulated cluster of 2 hosts (scripts/cluster.sh: network namespaces on a bridge, each host's eth0
 # shaped by tc tbf to the link rate; one rank per host; Open MPI, TCP BTL on eth0), per link rate, in
 # interleaved rounds; then the summary (summarize.py). See README.md in this directory.
@@ -249,7 +249,7 @@ for round in $(seq "$ROUNDS"); do
     [ $((round % 2)) = 1 ] || rates=$(echo "$RATES" | tr ' ' '\n' | grep . | tac | xargs)
     for rate in $rates; do
         cluster_up "$rate" || continue
-        # The launches of this session, one per line: kind model [compression [bucket bytes]].
+        # The launches of this run, one per line: kind model [compression [bucket bytes]].
         plan=$(for model in $MODELS; do
             [ -z "$BUDGET_POLICIES" ] || echo "budget $model"
             for c in $COMPRESSIONS; do for b in $BUCKETS; do echo "dtrain $model $c $b"; done; done

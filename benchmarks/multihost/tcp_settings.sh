@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Open MPI's TCP settings against the all-reduce over the simulated link (issue 15: "find out why the
+# Open MPI's TCP settings against the all-reduce over the simulated link ("find out why the
 # all-reduce over TCP takes 2.6-3.2x its wire time ... find the settings"). A 2-host cluster per link rate
 # (scripts/cluster.sh up 2 --pin, achieved bulk rate measured), then per round, every setting in SETTINGS
 # in an order reversed every other round: allreduce_bench (Collective = Open MPI's MPI_Allreduce, and Ring)

@@ -1,4 +1,4 @@
-// cifar10_cnn: the course report's CNN (or, with --model resnet9, the Needle report's ResNet9) on
+// cifar10_cnn: the CIFAR-10 CNN of the PyTorch benchmark project (or, with --model resnet9, the Needle project's ResNet9) on
 // CIFAR-10, trained data-parallel over MPI ranks.
 //
 //   mpiexec.mpich -n 2 ./cifar10_cnn --data /path/to/cifar-10-batches-bin
@@ -80,14 +80,14 @@ int main(int argc, char** argv) {
     std::string model_name = "cnn", optimizer = "auto";
     example::App app(
         "cifar10_cnn",
-        "Trains the course report's CNN (Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-\n"
+        "Trains the CIFAR-10 CNN (Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-\n"
         "Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10), with a Flatten before the first Dense) on\n"
-        "CIFAR-10, data-parallel over the MPI ranks; --model resnet9 trains the Needle report's ResNet9\n"
+        "CIFAR-10, data-parallel over the MPI ranks; --model resnet9 trains the ResNet9\n"
         "(zoo::resnet9, two residual blocks) with Adam(lr 0.001, weight decay 0.001) instead. Download the\n"
         "binary version from https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and extract it; pass\n"
         "the directory cifar-10-batches-bin with --data. --synthetic needs no data set.\n");
     example::add_common_flags(app, f);
-    app.add_option("--model", model_name, "network: the course report's CNN or the Needle report's ResNet9")
+    app.add_option("--model", model_name, "network: the CIFAR-10 CNN (cnn) or ResNet9 (resnet9)")
         ->check(CLI::IsMember({"cnn", "resnet9"}));
     app.add_option("--optimizer", optimizer,
                    "auto = sgd for cnn, adam for resnet9; unless given, --lr and --weight-decay are 0.01 and "
@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
                  "augment training images: random crop after 4-pixel padding, random flip");
     const int status = example::parse_flags(app, f, argc, argv);
     if (status != example::keep_going) return status;
-    // The optimizer each source document used: SGD for the course report's CNN, Adam for the Needle
-    // report's ResNet9; --lr and --weight-decay default to that optimizer's settings unless given.
+    // The optimizer each source document used: SGD for the CIFAR-10 CNN, Adam for the Needle
+    // project's ResNet9; --lr and --weight-decay default to that optimizer's settings unless given.
     if (optimizer == "auto") optimizer = model_name == "resnet9" ? "adam" : "sgd";
     if (optimizer == "adam") {
         if (!example::given(app, "lr")) f.lr = 0.001;

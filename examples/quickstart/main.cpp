@@ -1,4 +1,4 @@
-// The README's 20-line program: an Iris MLP trained data-parallel with a ring all-reduce.
+// The README's first program: an Iris MLP trained data-parallel with a ring all-reduce.
 // Run: mpiexec.mpich -n 2 ./quickstart [path/to/iris.csv]
 #include <cstdio>
 #include <dtrain/dtrain.hpp>

@@ -1,4 +1,4 @@
-// DistOptimizer<Async, Opt> with staleness 0 (and the Go report's averaged rounds) is bulk-synchronous: it
+// DistOptimizer<Async, Opt> with staleness 0 (and the averaged rounds of Zhao's master-worker design) is bulk-synchronous: it
 // reproduces synchronous gradient averaging over the same batches.
 #include <catch2/catch.hpp>
 

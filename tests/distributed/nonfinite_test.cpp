@@ -1,8 +1,8 @@
 // A NaN or an infinity in a step's gradient: every policy stops on every rank naming the step and the layer
 // (NonFinite::Stop, the default), or skips the step alike on every rank (NonFinite::Skip); NonFinite::Ignore
-// leaves the check out. The end-to-end case of issue 14: a NaN in one data row of one rank's shard reaches
-// the loss through ReLU, the loss returns NaN (it used to throw a rank-local error, out of NonFinite::Skip's
-// reach) and its NaN gradient is what the check finds.
+// leaves the check out. End to end: a NaN in one data row of one rank's shard reaches the loss through ReLU,
+// the loss returns NaN (a rank-local error there would be out of NonFinite::Skip's reach) and its NaN
+// gradient is what the check finds.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -356,7 +356,7 @@ TEST_CASE("DistOptimizer names another activation or learning rate on one rank a
 
 TEST_CASE("DistOptimizer names Adam on one rank and AdamW on another at construction", "[dist][sync]") {
     // Same learning rate, betas, eps, weight decay and state slots: only the kind of optimizer differs
-    // (issue 14: it was caught only after the whole run, when the parameters disagreed).
+    // (it used to be caught only after the whole run, when the parameters disagreed).
     const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
     if (size < 2) return;
     Model<float> model = make_mlp(1);

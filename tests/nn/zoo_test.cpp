@@ -19,7 +19,7 @@ TEST_CASE("zoo::singa_cnn has the SINGA tutorial's layers and PyTorch's paramete
     CHECK_FALSE(std::equal(m.parameters().begin(), m.parameters().end(), other.parameters().begin()));
 }
 
-TEST_CASE("zoo::cifar_cnn is the course report's network", "[nn][zoo]") {
+TEST_CASE("zoo::cifar_cnn is the CIFAR-10 benchmark project's network", "[nn][zoo]") {
     auto m = dtrain::zoo::cifar_cnn<float>();
     CHECK(m.input_shape() == dtrain::Shape{3, 32, 32});
     CHECK(m.num_parameters() == 89614);  // 4864 + 25616 + 48120 + 10164 + 850

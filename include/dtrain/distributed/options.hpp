@@ -26,7 +26,7 @@ enum class StateSync {
 /// How the asynchronous policy shards parameters over masters.
 enum class Sharding {
     Balanced,  ///< contiguous ranges of the flat buffer balanced by size (layers may be split).
-    ByLayer,   ///< whole layers per master, balanced greedily by size (the assignment's design).
+    ByLayer,   ///< whole layers per master, balanced greedily by size (masters in charge of layers).
 };
 
 /// What DistOptimizer does when a step's gradient holds a NaN or an infinity.
@@ -96,7 +96,7 @@ struct SyncOptions : DistOptions {
 /// | masters | 1 | number of parameter-server ranks (ranks 0..masters-1); the rest are workers |
 /// | staleness | unbounded | a worker may run at most this many steps ahead of the slowest worker (0 = bulk synchronous) |
 /// | sharding | Balanced | how parameters are split over masters |
-/// | average_rounds | false | the Go report's variant: masters average one update from every worker per round |
+/// | average_rounds | false | masters apply one averaged update from every worker per round (a master-worker variant) |
 /// | gather_to_all | false | after training, every rank (not only rank 0) gets the final parameters |
 struct AsyncOptions : DistOptions {
     /// Parameter-server ranks (>= 1).

@@ -53,7 +53,7 @@ Model<T> singa_cnn(std::uint64_t seed = 0) {
     return m;
 }
 
-/// The course report's CNN for 3x32x32 images (CIFAR-10): Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-
+/// The CIFAR-10 CNN of the PyTorch tutorial, with wider convolutions, for 3x32x32 images: Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-
 /// ReLU-MaxPool(2)-Flatten-Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10); 89,614 parameters.
 template <class T = float>
 Model<T> cifar_cnn(std::uint64_t seed = 0) {
@@ -65,7 +65,7 @@ Model<T> cifar_cnn(std::uint64_t seed = 0) {
     return m;
 }
 
-/// The Needle report's ResNet9 for 3x32x32 images (CIFAR-10), as in CMU 10-714's apps/models.py:
+/// The ResNet9 of CMU 10-714's Needle framework (apps/models.py) for 3x32x32 images (CIFAR-10):
 /// ConvBN(3,16,k7,s4)-ConvBN(16,32,k3,s2)-Residual(ConvBN(32,32,k3,s1)-ConvBN(32,32,k3,s1))-
 /// ConvBN(32,64,k3,s2)-ConvBN(64,128,k3,s2)-Residual(ConvBN(128,128,k3,s1)-ConvBN(128,128,k3,s1))-
 /// Flatten-Dense(128,128)-ReLU-Dense(128,10), where ConvBN(a,b,k,s) = Conv2d(a, b, k, stride s,
