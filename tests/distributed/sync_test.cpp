@@ -377,6 +377,25 @@ TEST_CASE("DistOptimizer names Adam on one rank and AdamW on another at construc
     CHECK(dtrain::test::all_ranks(!what.empty()));
 }
 
+TEST_CASE("DistOptimizer names a policy that differs across ranks at construction", "[dist][sync]") {
+    // A Ring rank facing a Collective rank used to wait for the other's messages until the stall timeout.
+    const int rank = dtrain::test::world_rank(), size = dtrain::test::world_size();
+    if (size < 2) return;
+    Model<float> model = make_mlp(1);
+    const dtrain::SGD<float> sgd(dtrain::SGDOptions().lr(0.05));
+    const std::string what = dtrain::test::error_message([&] {
+        if (rank == 1)
+            dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, sgd);
+        else
+            dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, sgd);
+    });
+    INFO(what);
+    CHECK(
+        what.find("DistOptimizer: the policies differ across ranks: policy is Ring on rank 0 but Collective "
+                  "on rank 1") != std::string::npos);
+    CHECK(dtrain::test::all_ranks(!what.empty()));
+}
+
 TEST_CASE("DistOptimizer rejects accumulation_steps 0 and a root that is not a rank on every rank",
           "[dist][sync]") {
     const int size = dtrain::test::world_size();

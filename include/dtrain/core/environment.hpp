@@ -164,7 +164,8 @@ public:
                 // there gets seconds, not the whole timeout, so a finished job ends with its result.
                 if (finalize_timeout_ > 0)
                     exit_timer_.arm(
-                        all_left ? std::min(finalize_timeout_, finalize_after_leave) : finalize_timeout_,
+                        all_left ? std::min(finalize_timeout_, detail::finalize_after_leave)
+                                 : finalize_timeout_,
                         all_left ? me +
                                        ": MPI_Finalize has not returned although every rank has finished its "
                                        "work (the MPI library hangs in MPI_Finalize) " +
@@ -265,7 +266,10 @@ private:
                 const detail::CommHandle local = detail::node_comm(MPI_COMM_WORLD);
                 local_rank_ = local.rank();
                 local_size_ = local.size();
-                if (owns_watchdog_) hosts_ = detail::gather_host_names(MPI_COMM_WORLD);
+                if (owns_watchdog_) {
+                    hosts_ = detail::gather_host_names(MPI_COMM_WORLD);
+                    watchdog_.set_hosts(hosts_);
+                }
             }
         } catch (...) {
             exit_timer_.disarm();

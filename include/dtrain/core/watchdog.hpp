@@ -10,9 +10,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -99,6 +102,12 @@ public:
         departed_.assign(std::size_t(size_), -1.0);
         stop_ = false;
         thread_ = std::thread([this] { loop(); });
+    }
+
+    /// The ranks' host names, by rank, for the stall messages (thread-safe; may come after start()).
+    void set_hosts(std::vector<std::string> hosts) {
+        std::lock_guard<std::mutex> lock(hosts_mutex_);
+        hosts_ = std::move(hosts);
     }
 
     /// Stops and joins the thread (answers nothing after).
@@ -319,10 +328,26 @@ private:
         }
         if (missing.empty()) missing = elsewhere;
         return detail::concat("stall: rank ", rank_, " has waited ", fixed(waited), " s in ", what, others,
-                              ". Ranks that did not arrive: ", missing.empty() ? "none" : missing,
-                              " (stall timeout ", fixed(timeout), " s, ",
+                              ". Ranks that did not arrive: ", missing.empty() ? "none" : missing, " (",
+                              host_list(missing), "stall timeout ", fixed(timeout), " s, ",
                               own_timeout ? "DistOptions::stall_timeout" : "DTRAIN_STALL_TIMEOUT",
                               fatal ? "); ending the job" : ")");
+    }
+
+    // "hosts: rank 1 on b, rank 2 on c; this rank on a; " for the ranks in `ranks` ("1, 2"), or "" before the
+    // host names are known.
+    std::string host_list(const std::string& ranks) {
+        std::lock_guard<std::mutex> lock(hosts_mutex_);
+        if (hosts_.size() != std::size_t(size_)) return "";
+        std::string s;
+        for (std::size_t at = 0; at < ranks.size();) {
+            const std::size_t end = std::min(ranks.find(',', at), ranks.size());
+            const int r = std::atoi(ranks.substr(at, end - at).c_str());
+            if (r >= 0 && r < size_)
+                s += detail::concat(s.empty() ? "hosts: " : ", ", "rank ", r, " on ", hosts_[std::size_t(r)]);
+            at = end + 1;
+        }
+        return detail::concat(s, s.empty() ? "" : "; ", "this rank on ", hosts_[std::size_t(rank_)], "; ");
     }
 
     static constexpr int replies = 16;
@@ -335,6 +360,8 @@ private:
     bool leaving_ = false;
     std::vector<double> departed_;  // when each rank announced leaving (-1: it did not)
     std::uint64_t census_ = 0;
+    std::mutex hosts_mutex_;
+    std::vector<std::string> hosts_;  // by rank; empty until set_hosts()
     char question_[8] = {};
     char reply_[replies][answer_bytes + 8] = {};  // answers in flight (freed requests keep using them)
     int next_reply_ = 0;

@@ -89,7 +89,10 @@ private:
 public:
     /// Collective over `comm` (see the class comment); `model` must outlive this object.
     DistOptimizer(Model<T>& model, Opt opt, AsyncOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
-        : model_(&model), opt_(std::move(opt)), options_(options), comm_(comm) {
+        : model_(&model),
+          opt_(std::move(opt)),
+          options_(options),
+          comm_(detail::check_same_policy(comm, "Async", "DistOptimizer<Async>")) {
         OperationScope op("DistOptimizer<Async> constructor", comm_.get(), detail::no_step,
                           options_.stall_timeout);
         detail::check_same_setup(model, opt_, options_, "DistOptimizer<Async>", comm_.get());

@@ -90,7 +90,10 @@ public:
     /// model's size first unless root's already holds state of that size, e.g. restored from a checkpoint),
     /// and builds the gradient buckets.
     DistOptimizer(Model<value_type>& model, Opt opt, SyncOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
-        : model_(model), opt_(std::move(opt)), options_(options), comm_(comm) {
+        : model_(model),
+          opt_(std::move(opt)),
+          options_(options),
+          comm_(detail::check_same_policy(comm, detail::comm_policy_name<Comm>::get(), "DistOptimizer")) {
         OperationScope op("DistOptimizer constructor", comm_.mpi_comm(), detail::no_step,
                           options_.stall_timeout);
         detail::check_same_setup(model_, opt_, options_, "DistOptimizer", comm_.mpi_comm());

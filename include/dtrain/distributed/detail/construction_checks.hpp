@@ -5,6 +5,8 @@
 /// (collectively), and options that fit the communicator.
 
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 
 #include <mpi.h>
 
@@ -15,6 +17,28 @@
 #include <dtrain/nn/model.hpp>
 
 namespace dtrain::detail {
+
+/// A communicator type's `policy_name` ("Ring"), or its type name for a communicator without one.
+template <class Comm, class = void>
+struct comm_policy_name {
+    static const char* get() { return typeid(Comm).name(); }
+};
+/// A communicator type's `policy_name` ("Ring").
+template <class Comm>
+struct comm_policy_name<Comm, std::void_t<decltype(Comm::policy_name)>> {
+    static const char* get() { return Comm::policy_name; }
+};
+
+/// Collective over `comm`, and the first thing a DistOptimizer does on it (the policies' own set-up differs,
+/// so ranks with different policies would wait in different calls): throws dtrain::Error on every rank when
+/// the ranks' `policy` differ ("<who>: the policies differ across ranks: policy is Ring on rank 0 but
+/// Collective on rank 1"). Returns `comm`, for a constructor's member initialisers.
+inline MPI_Comm check_same_policy(MPI_Comm comm, const std::string& policy, const std::string& who) {
+    ReplicaFacts facts;
+    add_fact(facts, "the policies", "policy", policy);
+    check_replicas(facts, who, "every rank must use the same communication policy", 0, comm);
+    return comm;
+}
 
 /// Collective over `comm`: check_replicas() of every rank's model, optimizer and options against rank 0's
 /// (throws dtrain::Error on every rank, naming `who` and the first difference).
