@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
         dtrain::Model<float> model = name == "cnn"   ? dtrain::zoo::singa_cnn<float>(0)
                                      : name == "mlp" ? dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0)
                                                      : dtrain::zoo::resnet9<float>(0);
-        // The optimizer settings of pytorch_train.py; ResNet9 at batch 128 as in the Needle data-parallel project (README, References 5).
+        // The optimizer settings of pytorch_train.py; ResNet9 at batch 128 as in the Needle data-parallel
+        // project (README, References 5).
         std::size_t b = name == "resnet9" ? 128 : 64;
         dtrain::SGDOptions so =
             name == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)

@@ -1,7 +1,8 @@
-// allreduce_compare: the all-reduce test of the MPI collectives exercise (README, References 3). Every rank fills a float buffer with values derived
-// from (rank, index); Naive, Ring and the MPI library's MPI_Allreduce (Collective) each sum it in place. The
-// program checks that the three results agree to float rounding with a sequential sum, that Naive and Ring
-// are bitwise identical on every rank, and prints the median time of each algorithm per size.
+// allreduce_compare: the all-reduce test of the MPI collectives exercise (README, References 3). Every rank
+// fills a float buffer with values derived from (rank, index); Naive, Ring and the MPI library's
+// MPI_Allreduce (Collective) each sum it in place. The program checks that the three results agree to float
+// rounding with a sequential sum, that Naive and Ring are bitwise identical on every rank, and prints the
+// median time of each algorithm per size.
 //
 //   mpiexec.mpich -n 4 ./allreduce_compare --sizes 1,1000,100000,4000000 --reps 5
 #include <algorithm>

@@ -1,5 +1,5 @@
-// cifar10_cnn: the CIFAR-10 CNN of the PyTorch benchmark project (or, with --model resnet9, the Needle project's ResNet9) on
-// CIFAR-10, trained data-parallel over MPI ranks.
+// cifar10_cnn: the CIFAR-10 CNN of the PyTorch benchmark project (or, with --model resnet9, the Needle
+// project's ResNet9) on CIFAR-10, trained data-parallel over MPI ranks.
 //
 //   mpiexec.mpich -n 2 ./cifar10_cnn --data /path/to/cifar-10-batches-bin
 //   mpiexec.mpich -n 2 ./cifar10_cnn --synthetic --epochs 2      # no data set needed

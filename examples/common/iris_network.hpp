@@ -1,7 +1,7 @@
 #pragma once
 
-// The 4-30-20-3 Iris network of Zhao's Go and MPI pipelines (README, References 1), shared by iris_mlp (which trains and saves it) and iris_predict
-// (which rebuilds it to load a saved model).
+// The 4-30-20-3 Iris network of Zhao's Go and MPI pipelines (README, References 1), shared by iris_mlp (which
+// trains and saves it) and iris_predict (which rebuilds it to load a saved model).
 
 #include <cstdint>
 #include <string>

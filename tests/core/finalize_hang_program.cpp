@@ -1,6 +1,6 @@
-// An MPI library whose MPI_Finalize never returns (as MPICH 4.0.2 with UCX over TCP sometimes does), simulated
-// by linking with --wrap=MPI_Finalize: every rank does its work and returns from main, and must still exit,
-// with status 0 and a line saying that MPI_Finalize hung (see tests/core/CMakeLists.txt).
+// An MPI library whose MPI_Finalize never returns (as MPICH 4.0.2 with UCX over TCP sometimes does),
+// simulated by linking with --wrap=MPI_Finalize: every rank does its work and returns from main, and must
+// still exit, with status 0 and a line saying that MPI_Finalize hung (see tests/core/CMakeLists.txt).
 #include <chrono>
 #include <cstdio>
 #include <thread>

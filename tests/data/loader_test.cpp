@@ -536,8 +536,8 @@ TEST_CASE("DataLoader::seek_samples continues an epoch begun at another number o
         whole.insert(whole.end(), ids.begin(), ids.end());
     }
     std::sort(whole.begin(), whole.end());
-    // 2 steps at 2 ranks (12 samples), then the rest at 3 ranks with batches of 2 (6 per step): the 12 samples
-    // of the first two steps and the rest together are the epoch, none twice.
+    // 2 steps at 2 ranks (12 samples), then the rest at 3 ranks with batches of 2 (6 per step): the 12
+    // samples of the first two steps and the rest together are the epoch, none twice.
     std::vector<std::size_t> seen;
     for (int r = 0; r < 2; ++r) {
         DataLoader l(d, dtrain::DistributedSampler(24, r, 2, so), {3});

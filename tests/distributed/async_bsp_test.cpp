@@ -1,5 +1,5 @@
-// DistOptimizer<Async, Opt> with staleness 0 (and the averaged rounds of Zhao's master-worker design) is bulk-synchronous: it
-// reproduces synchronous gradient averaging over the same batches.
+// DistOptimizer<Async, Opt> with staleness 0 (and the averaged rounds of Zhao's master-worker design) is
+// bulk-synchronous: it reproduces synchronous gradient averaging over the same batches.
 #include <catch2/catch.hpp>
 
 #include <cstring>

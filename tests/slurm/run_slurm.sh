@@ -140,11 +140,20 @@ launch() {
     (cd "$workdir" && timeout -k 10 "$timeout_s" "$cluster" run env "${common[@]}" "$@") >> "$log.step" 2>&1 ||
         status=$?
     tee -a "$log" < "$log.step"
-    rm -f "$log.step"
+    mv "$log.step" "$workdir/last.step"
     [ $status -ne 124 ] && [ $status -ne 137 ] || fail "no end after $timeout_s s (a hang): $*"
     return $status
 }
 counters() { "$cluster" counters; }
+# hydra_after_finalize_bound STATUS WHAT: MPICH 4.0.2 with UCX over TCP can hang in MPI_Finalize after the job's
+# work is done; dtrain then ends the rank after its bound, without finalizing, and Hydra's mpiexec reports that
+# rank's exit as a bad termination (status 255). Accepts that status when the last launch printed dtrain's
+# line for it (the results are checked below like any other run's); fails otherwise.
+hydra_after_finalize_bound() {
+    grep -q "MPI_Finalize has not returned although every rank has finished its work" "$workdir/last.step" ||
+        fail "$2: status $1"
+    echo "run_slurm.sh: $2: status $1 after dtrain ended a hung MPI_Finalize (MPICH over UCX/TCP): accepted"
+}
 
 before=$(counters)
 q=(./quickstart data/iris.csv)
@@ -162,9 +171,17 @@ case "$case_name" in
         launch srun "${step[@]}" --mpi=pmix "${q[@]}" || fail "srun of the quickstart: status $?"
         ;;
     salloc_mpiexec | salloc_mpirun)
-        [ "$case_name" = salloc_mpiexec ] && mpiexec=mpiexec.mpich || mpiexec=mpirun.openmpi
-        launch salloc "${step[@]}" "$mpiexec" ./slurm_probe || fail "salloc $mpiexec of the probe: status $?"
-        launch salloc "${step[@]}" "$mpiexec" "${q[@]}" || fail "salloc $mpiexec of the quickstart: status $?"
+        if [ "$case_name" = salloc_mpiexec ]; then
+            mpiexec=mpiexec.mpich
+            launch salloc "${step[@]}" "$mpiexec" ./slurm_probe ||
+                hydra_after_finalize_bound $? "salloc $mpiexec of the probe"
+            launch salloc "${step[@]}" "$mpiexec" "${q[@]}" ||
+                hydra_after_finalize_bound $? "salloc $mpiexec of the quickstart"
+        else
+            mpiexec=mpirun.openmpi
+            launch salloc "${step[@]}" "$mpiexec" ./slurm_probe || fail "salloc $mpiexec of the probe: status $?"
+            launch salloc "${step[@]}" "$mpiexec" "${q[@]}" || fail "salloc $mpiexec of the quickstart: status $?"
+        fi
         ;;
     sbatch)
         # The page's job script: the code block that starts with #!/bin/bash and holds #SBATCH lines.

@@ -43,8 +43,8 @@ namespace detail {
 inline constexpr double finalize_after_leave = 10.0;
 
 /// The bound in seconds on the end of a job (see Environment) from DTRAIN_FINALIZE_TIMEOUT: unset = the
-/// stall timeout `stall_timeout` (0 there: no bound); "0" or "off" = no bound. Throws dtrain::Error naming the
-/// variable for anything else than a non-negative number or "off".
+/// stall timeout `stall_timeout` (0 there: no bound); "0" or "off" = no bound. Throws dtrain::Error naming
+/// the variable for anything else than a non-negative number or "off".
 inline double finalize_timeout_from_environment(double stall_timeout) {
     const char* env = std::getenv("DTRAIN_FINALIZE_TIMEOUT");
     if (env == nullptr || *env == '\0') return stall_timeout;
@@ -89,7 +89,8 @@ inline std::vector<std::string> gather_host_names(MPI_Comm comm) {
 ///   MPI_COMM_TYPE_SHARED), e.g. to pick a device or pin threads.
 /// - Finalises MPI at scope exit only if it initialised it.
 /// - A process killed by SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT prints "dtrain: rank R of P (host H):
-///   killed by SIGSEGV (invalid memory access)" before it ends as it would have (detail::install_crash_report).
+///   killed by SIGSEGV (invalid memory access)" before it ends as it would have
+///   (detail::install_crash_report).
 /// - An uncaught exception ends the whole job: the Environment installs a std::terminate handler that prints
 ///   the exception's message with the rank and calls MPI_Abort (restored at scope exit), and its destructor
 ///   also aborts the job when it runs during stack unwinding, because finalising while other ranks wait in
@@ -103,8 +104,8 @@ inline std::vector<std::string> gather_host_names(MPI_Comm comm) {
 ///   run under the watchdog; MPI_Init_thread and the duplicate the watchdog needs are bounded by the stall
 ///   timeout too: a process still in them then prints its rank and host and exits with status 1.
 /// - The end of the job is bounded by finalize_timeout() (DTRAIN_FINALIZE_TIMEOUT, seconds; default the
-///   stall timeout; 0 or "off": not bounded). At scope exit this rank tells the others it leaves and waits for
-///   them to say the same, so MPI finalizes with no message left unreceived. A rank that has not said so
+///   stall timeout; 0 or "off": not bounded). At scope exit this rank tells the others it leaves and waits
+///   for them to say the same, so MPI finalizes with no message left unreceived. A rank that has not said so
 ///   within the bound (stopped, dead, or computing after its last dtrain operation) ends the job (MPI_Abort,
 ///   non-zero status) with "rank 0 (host a) left main (...) and has waited T s in MPI_Finalize for rank 1;
 ///   rank 1 (host b) did not answer (stopped or dead)". When every rank has left but MPI_Finalize itself

@@ -120,9 +120,9 @@ public:
     /// Tells every other rank's watchdog that this rank leaves the job, then answers their questions until
     /// every other rank has said the same or `max_seconds` have passed, so no message is left unreceived when
     /// MPI finalizes. Returns "" when every rank said it leaves; otherwise asks the others what they do and
-    /// returns "rank 0 (host a) left main and has waited 4.0 s in MPI_Finalize for rank 1; rank 1 (host b) did
-    /// not answer (stopped or dead)", for the caller to end the job with. `hosts` are the ranks' host names
-    /// (may be empty). Call after stop(), before MPI_Finalize.
+    /// returns "rank 0 (host a) left main and has waited 4.0 s in MPI_Finalize for rank 1; rank 1 (host b)
+    /// did not answer (stopped or dead)", for the caller to end the job with. `hosts` are the ranks' host
+    /// names (may be empty). Call after stop(), before MPI_Finalize.
     std::string leave(double max_seconds, const std::vector<std::string>& hosts = {}) noexcept {
         if (control_ == MPI_COMM_NULL) return "";
         leaving_ = true;

@@ -40,8 +40,8 @@
 namespace dtrain {
 
 /// Asynchronous data-parallel training with parameter servers (a Send/Recv master-worker design with one or
-/// several masters, each owning a shard) and a Stale-Synchronous-Parallel staleness bound, behind the interface
-/// of the synchronous DistOptimizer (the same training loop runs under every policy).
+/// several masters, each owning a shard) and a Stale-Synchronous-Parallel staleness bound, behind the
+/// interface of the synchronous DistOptimizer (the same training loop runs under every policy).
 ///
 /// Roles: ranks 0 .. M-1 (M = options.masters) are masters, the W = size - M others workers (worker_rank()
 /// = rank - M). Master m owns the contiguous range shards()[m] of the parameters and of the optimizer state

@@ -47,8 +47,9 @@ inline std::size_t groups_needed(const std::vector<std::size_t>& sizes, std::siz
 
 /// Splits a flat buffer made of consecutive `layers` (Model::parameter_ranges(), which must be contiguous
 /// and start at 0) into `parts` contiguous ranges made of whole layers, minimising the largest range (the
-/// MPI collectives exercise's "each master is in charge of some layers", README References 3). Layers without parameters join a neighbour.
-/// When there are fewer non-empty layers than parts, the last ranges are empty. Requires parts >= 1.
+/// MPI collectives exercise's "each master is in charge of some layers", README References 3). Layers without
+/// parameters join a neighbour. When there are fewer non-empty layers than parts, the last ranges are empty.
+/// Requires parts >= 1.
 inline std::vector<Range> shard_by_layer(const std::vector<Range>& layers, std::size_t parts) {
     DTRAIN_CHECK(parts >= 1, "shard_by_layer: need at least one part, got ", parts);
     std::vector<std::size_t> sizes;

@@ -53,8 +53,9 @@ Model<T> singa_cnn(std::uint64_t seed = 0) {
     return m;
 }
 
-/// The CIFAR-10 CNN of the PyTorch tutorial, with wider convolutions, for 3x32x32 images: Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-
-/// ReLU-MaxPool(2)-Flatten-Dense(400,120)-ReLU-Dense(120,84)-ReLU-Dense(84,10); 89,614 parameters.
+/// The CIFAR-10 CNN of the PyTorch tutorial, with wider convolutions, for 3x32x32 images:
+/// Conv2d(3,64,5)-ReLU-MaxPool(2)-Conv2d(64,16,5)-ReLU-MaxPool(2)-Flatten-Dense(400,120)-ReLU-Dense(120,84)-
+/// ReLU-Dense(84,10); 89,614 parameters.
 template <class T = float>
 Model<T> cifar_cnn(std::uint64_t seed = 0) {
     Model<T> m({3, 32, 32}, seed);

@@ -11,11 +11,11 @@ namespace dtrain {
 
 /// Mean squared error over all elements (PyTorch's MSELoss with reduction='mean'):
 /// L = sum((out - target)^2) / (batch * width). With integer labels the target is the one-hot encoding
-/// (the L2 loss of Zhao's Go and MPI pipelines, README References 1). compute() returns L and writes dL/dout into `grad`. Throws on
-/// mismatched shapes or a label out of range. A NaN or infinite output or target gives a NaN or infinite
-/// gradient element and a non-finite loss, which is returned, not thrown, as in PyTorch: DistOptimizer's
-/// gradient check then names the step and the layer and stops every rank (or skips the step with
-/// NonFinite::Skip). A loss that overflows while every gradient element is finite comes with an all-NaN
+/// (the L2 loss of Zhao's Go and MPI pipelines, README References 1). compute() returns L and writes dL/dout
+/// into `grad`. Throws on mismatched shapes or a label out of range. A NaN or infinite output or target gives
+/// a NaN or infinite gradient element and a non-finite loss, which is returned, not thrown, as in PyTorch:
+/// DistOptimizer's gradient check then names the step and the layer and stops every rank (or skips the step
+/// with NonFinite::Skip). A loss that overflows while every gradient element is finite comes with an all-NaN
 /// gradient (detail::mean_loss), so such a step is caught too.
 template <class T = float>
 class MeanSquaredError {
