@@ -178,7 +178,7 @@ inline std::vector<unsigned char> read_signed_file(const std::string& path, cons
     } catch (const std::bad_alloc&) {
         throw Error(concat(who, ": cannot allocate ", size, " bytes to read '", path, "'"));
     }
-    std::memcpy(bytes.data(), head, std::min<std::size_t>(got, bytes.size()));
+    if (!bytes.empty()) std::memcpy(bytes.data(), head, std::min<std::size_t>(got, bytes.size()));
     const std::size_t rest = bytes.size() > got ? bytes.size() - got : 0;
     const std::size_t read = rest > 0 ? std::fread(bytes.data() + got, 1, rest, fc.f) : 0;
     DTRAIN_CHECK(!std::ferror(fc.f), who, ": cannot read '", path, "': ", std::strerror(errno));
