@@ -78,3 +78,27 @@ function(dtrain_add_test name)
     set_property(GLOBAL APPEND PROPERTY DTRAIN_QUICK_TEST_TARGETS ${name})
   endif()
 endfunction()
+
+# dtrain_test_tier(<label> [TESTS <tests...>] [TARGETS <targets...>])
+#
+# Puts tests into a tier that CI runs in a configuration of its own: the tests get the ctest label <label>
+# and the build target dtrain_<label>_tests (top-level CMakeLists.txt) builds the programs they run. Without
+# TESTS, every test registered so far in the calling directory joins, with every target that directory
+# defined; TARGETS adds programs defined elsewhere that the tests run.
+#
+# Tier `mpi`: the tests whose outcome depends on the MPI library and its launcher (communication, start,
+# stall and end of a job, multi-host and Slurm launches, resume at another rank count). The Open MPI
+# configuration runs this tier; the computations of nn, optim, data and util do not change with the MPI
+# and run in the MPICH configurations.
+function(dtrain_test_tier label)
+  cmake_parse_arguments(T "" "" "TESTS;TARGETS" ${ARGN})
+  if(NOT T_TESTS)
+    get_property(T_TESTS DIRECTORY PROPERTY TESTS)
+    get_property(directory_targets DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
+    list(APPEND T_TARGETS ${directory_targets})
+  endif()
+  if(T_TESTS)
+    set_property(TEST ${T_TESTS} APPEND PROPERTY LABELS ${label})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY DTRAIN_TIER_${label}_TARGETS ${T_TARGETS})
+endfunction()

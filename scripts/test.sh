@@ -2,8 +2,11 @@
 # Sets up a fresh Debian 12 machine and runs dtrain's whole test suite (the README's command 2) in every
 # configuration CI checks, each in its own build directory (the CMake presets of CMakePresets.json):
 #   release   MPICH 4.0, Release                                              build/
-#   asan      MPICH 4.0, AddressSanitizer + UndefinedBehaviorSanitizer, -O1 -g  build-asan/
-#   openmpi   Open MPI 4.1, Release                                           build-openmpi/
+#   asan      MPICH 4.0, AddressSanitizer + UndefinedBehaviorSanitizer, -O0 -g1, the quick tier (the unit
+#             tests at 1 and 2 ranks), building only their programs                  build-asan/
+#   openmpi   Open MPI 4.1, Release, the tests labelled `mpi` (those whose outcome depends on the MPI
+#             library: comm, core, distributed, multihost, Slurm, package and the examples that launch
+#             across ranks; cmake/dtrainTesting.cmake), building only their programs  build-openmpi/
 # Usage: scripts/test.sh [--quick] [--config NAME[,NAME...]]... [ctest arguments...]
 #   --quick         the edit-test loop: the release configuration only, building only the test programs
 #                   of the tests labelled `quick` (1 and 2 ranks, no examples, multihost or package
@@ -25,7 +28,7 @@ while [ $# -gt 0 ]; do
               IFS=, read -ra names <<< "$2"; configs+=("${names[@]}"); shift 2 ;;
     --config=*) IFS=, read -ra names <<< "${1#--config=}"; configs+=("${names[@]}"); shift ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
@@ -65,8 +68,10 @@ run_config() {
       env+=(ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1)
       # Tests that cannot run under ASan for a real reason carry the ctest label no_asan (with the reason
       # next to it in their CMakeLists.txt).
-      # The slurm tests launch the same MPICH programs as release does: not again here.
-      label_exclude=(-LE 'no_asan|slurm')
+      # The quick tier: the unit tests reach every part of the library; the examples, the runs at 3 and 4
+      # ranks and the launch tests run in the release configuration. -O0 -g1 halves the build of -O1 -g
+      # and keeps file:line in the reports.
+      label_exclude=(-LE no_asan)
       ;;
     openmpi)
       dir=build-openmpi
@@ -78,6 +83,10 @@ run_config() {
       ;;
   esac
   local -a target=() label=()
+  case "$name" in
+    asan) target=(--target dtrain_quick_tests) label=(-L quick) ;;
+    openmpi) target=(--target dtrain_mpi_tests) label=(-L mpi) ;;
+  esac
   if [ $quick -eq 1 ]; then
     target=(--target dtrain_quick_tests)
     label=(-L quick)
