@@ -6,7 +6,7 @@
 # process that runs only that model. The CPU model heads the table.
 # Usage: benchmarks/train/compare.sh <bench_train_throughput> [ROUNDS=5] [STEPS=100] [<before binary>]
 #   MODELS=cnn,mlp,resnet9 selects models. Needs python3-torch (scripts/install-deps.sh --torch).
-#   ISA=avx2 runs every side as on a CPU without AVX-512: dtrain's AVX2 kernels (DTRAIN_AVX512=0),
+#   ISA=avx2 runs every side as on a CPU without AVX-512: dtrain's AVX2 kernels (DTRAIN_KERNELS=avx2),
 #   OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE, also the sgemm rate it measures) and oneDNN's AVX2 code
 #   (ONEDNN_MAX_CPU_ISA, PyTorch's convolutions). ISA=skylakex makes OpenBLAS (PyTorch's Linear and the
 #   sgemm rate) run its AVX-512 SkylakeX kernels, as it does on Intel AVX-512 CPUs (on AMD's it may take its
@@ -22,8 +22,8 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 isa_note=""
 case "${ISA:-native}" in
   native) ;;
-  avx2) export DTRAIN_AVX512=0 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2
-        isa_note="; restricted to AVX2: DTRAIN_AVX512=0 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2" ;;
+  avx2) export DTRAIN_KERNELS=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2
+        isa_note="; restricted to AVX2: DTRAIN_KERNELS=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2" ;;
   skylakex) export OPENBLAS_CORETYPE=SkylakeX
             isa_note="; OpenBLAS on its AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX" ;;
   *) echo "compare.sh: ISA must be native, avx2 or skylakex, not '$ISA'" >&2; exit 2 ;;

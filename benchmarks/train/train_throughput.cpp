@@ -18,7 +18,7 @@
 // GFLOP/s and fractions use the nominal FLOP, so a Conv2d that skips taps seeing only padding (ResNet9's
 // 1x1 maps) counts the skipped work as done, as FLOP counters and vendor libraries report it.
 // --batch overrides every model's batch (default 64, ResNet9 128). Rates are medians over R repetitions.
-// --no-avx512-gemm switches the AVX-512 GEMM kernel off (detail::gemm_avx512_enabled): Dense<float> then runs
+// --no-avx512-gemm switches the AVX-512 GEMM kernel off (DTRAIN_KERNELS=avx2): Dense<float> then runs
 // BLAS sgemm and Conv2d<float> its AVX2 kernels, as on a CPU without AVX-512F (the before of a change).
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
             continue;
         }
         if (a == "--no-avx512-gemm") {  // BLAS and the AVX2 kernels even where the AVX-512 kernel could run
-            dtrain::detail::gemm_avx512_enabled() = false;
+            dtrain::detail::kernel_set() = dtrain::detail::KernelSet::avx2;
             continue;
         }
         if (i + 1 >= argc) usage("missing value after " + a);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-rank overhead of DistOptimizer<Collective, SGD<float>> (default options) over the bare SGD training
-# loop, for the MLP and the CNN, measured two ways (see benchmarks/README.md):
+# loop, for the MLP and the CNN, measured two ways (see benchmarks/train_dist/README.md):
 #
 #  1. Instruction counts (deterministic): `bench_train_dist --overhead-count` under valgrind's callgrind runs
 #     W warm-up steps of each loop, then N bare steps in overhead_count_bare_loop() and N DistOptimizer

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -35,6 +36,18 @@ std::vector<std::string> lines_of(const std::string& text) {
     for (std::string line; std::getline(in, line);)
         out.push_back(line);
     return out;
+}
+
+// The number of comma-separated fields on the first non-empty line of `path` (0 when it cannot be read as
+// text, e.g. gzip): 4 are the features alone, more carry the species too.
+std::size_t fields_of_first_line(const std::string& path) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (line.find_first_not_of(" \t\r") != std::string::npos)
+            return line.find('\0') == std::string::npos
+                       ? 1 + std::size_t(std::count(line.begin(), line.end(), ','))
+                       : 0;
+    return 0;
 }
 
 }  // namespace
@@ -67,7 +80,10 @@ int main(int argc, char** argv) {
         const std::vector<std::string> classes = lines_of(extras.texts.at("classes"));
         DTRAIN_CHECK(classes.size() == 3, "'", model_path, "' names ", classes.size(), " classes, need 3");
 
-        dtrain::Dataset rows = dtrain::collectively([&] { return dtrain::read_csv(data); });
+        // Rows of the 4 features alone are read as features (no label column), others with their species.
+        dtrain::Dataset rows = dtrain::collectively([&] {
+            return fields_of_first_line(data) == 4 ? dtrain::read_csv_features(data) : dtrain::read_csv(data);
+        });
         if (env.rank() == 0)
             for (const std::string& w : rows.warnings)
                 std::cerr << "iris_predict: warning: " << w << "\n";
@@ -83,7 +99,7 @@ int main(int argc, char** argv) {
             for (std::size_t r = 0; r < std::min(show, rows.size()); ++r)
                 std::printf("row %zu: %s\n", r, classes[std::size_t(predicted(r))].c_str());
         }
-        if (rows.class_names.empty()) return 0;
+        if (!rows.has_labels() || rows.class_names.empty()) return 0;
         // The file's species names may be in another order than the model's: compare by name.
         std::size_t correct = 0;
         for (std::size_t r = 0; r < rows.size(); ++r)

@@ -30,6 +30,13 @@ if(NOT output MATCHES "row 0: [A-Za-z-]+\nrow 1: [A-Za-z-]+\nrow 2: [A-Za-z-]+\n
   message(FATAL_ERROR "iris_predict did not print three predictions and the accuracy over 150 rows")
 endif()
 
+# Rows of the four features alone (no species column): predictions, no accuracy.
+file(WRITE "${DIR}/flowers.csv" "5.1,3.5,1.4,0.2\n6.7,3.0,5.2,2.3\n")
+run(0 ${PREDICT} --model ${model} --data ${DIR}/flowers.csv --show 2)
+if(NOT output MATCHES "2 rows of [^\n]*flowers.csv\nrow 0: Iris-setosa\nrow 1: Iris-virginica\n" OR output MATCHES "accuracy")
+  message(FATAL_ERROR "iris_predict did not predict the two rows of features without a species column")
+endif()
+
 run(0 ${TRAIN_OTHER} --save-model ${model})
 run(0 ${PREDICT} --model ${model} --min-accuracy ${MIN_ACCURACY} --show 0)
 if(NOT output MATCHES "tanh activations")

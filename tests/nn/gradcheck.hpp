@@ -9,11 +9,18 @@
 
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layers/detail/kernel_set.hpp>
 #include <dtrain/nn/model.hpp>
 
 #include "support/test_utils.hpp"
 
 namespace dtrain::test {
+
+/// The kernel set a test compares with `set` (DTRAIN_KERNELS): native without its AVX-512 kernels, the
+/// others themselves.
+inline detail::KernelSet without_avx512(detail::KernelSet set) {
+    return set == detail::KernelSet::native ? detail::KernelSet::avx2 : set;
+}
 
 /// Outcome of a finite-difference check: the largest mismatch between analytic and numerical
 /// derivatives (|a - n| / max(1e-3, |a| + |n|)) for the input and for the parameters, and the largest

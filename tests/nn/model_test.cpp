@@ -109,6 +109,16 @@ TEST_CASE("Model: shapes propagate and summary() lists layers, shapes and parame
     CHECK(contains(s, std::to_string(50 * 20 * 25 + 50)));
     CHECK(contains(s, "Total parameters: " + std::to_string(total)));
     CHECK(contains(s, "non-trainable state: 0"));
+    // The kernels each layer runs: they follow the CPU and DTRAIN_KERNELS (detail::kernel_set()).
+    CHECK(contains(s, "Kernels of Conv2d(1, 20, kernel=5): "));
+    CHECK(contains(s, "Kernels of Dense(800, 500): "));
+    CHECK_FALSE(contains(s, "Kernels of Flatten"));
+    if (dtrain::detail::kernel_set() == dtrain::detail::KernelSet::reference) {
+        CHECK(contains(s, "Kernels of Conv2d(20, 50, kernel=5): im2col + BLAS\n"));
+        CHECK(contains(s, "Kernels of Dense(800, 500): BLAS\n"));
+    } else if (dtrain::detail::cpu_has_avx2_fma()) {
+        CHECK(contains(s, "Kernels of Conv2d(1, 20, kernel=5): direct (AVX2)\n"));
+    }
     const Model<double> mm = mixed_model(1);
     CHECK(contains(mm.summary(), "non-trainable state: " + std::to_string(2 * 4 + 2 * 8)));
     CHECK(contains(mm.summary(), "BatchNorm2d(4)"));
@@ -134,10 +144,15 @@ TEST_CASE("Model: summary() sizes its columns so that long names and shapes stay
         const std::string& header = lines[0];
         const std::size_t shape_col = header.find("Output shape");
         CHECK(lines[1] == std::string(header.size(), '-'));
-        CHECK(lines[lines.size() - 2] == std::string(header.size(), '='));
+        std::size_t rule = 2;  // the line of '=' under the last layer; the totals and kernels follow
+        while (rule < lines.size() && lines[rule].compare(0, 1, "=") != 0)
+            ++rule;
+        REQUIRE(rule + 1 < lines.size());
+        CHECK(lines[rule] == std::string(header.size(), '='));
+        CHECK(lines[rule + 1].compare(0, 17, "Total parameters:") == 0);
         // Every row: name, at least two spaces, the shape at the header's column, at least two spaces, the
         // parameter count ending where the header ends.
-        for (std::size_t k = 2; k + 2 < lines.size(); ++k) {
+        for (std::size_t k = 2; k < rule; ++k) {
             const std::string& row = lines[k];
             INFO(row);
             CHECK(row.size() == header.size());
@@ -323,8 +338,9 @@ TEST_CASE("Model: zero_grad() is deferred to backward(), with bitwise the gradie
             wrong += v != T(0);
         CHECK(wrong == 0);
     };
-    for (const bool avx512 : {true, false}) {
-        dtrain::detail::gemm_avx512_enabled() = avx512;
+    const dtrain::detail::KernelSet start = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS
+    for (const auto set : {start, dtrain::test::without_avx512(start)}) {
+        dtrain::detail::kernel_set() = set;
         Model<float> f({2, 6, 6}, 3);
         f.add(dtrain::Conv2d<float>(2, 4, 3, 1, 1))
             .add(dtrain::BatchNorm2d<float>(4))
@@ -336,7 +352,7 @@ TEST_CASE("Model: zero_grad() is deferred to backward(), with bitwise the gradie
         f.train();
         check(f, random_tensor<float>({5, 2, 6, 6}, rng), random_tensor<float>({5, 3}, rng));
     }
-    dtrain::detail::gemm_avx512_enabled() = true;
+    dtrain::detail::kernel_set() = start;
     Model<double> d = mixed_model(4);
     d.eval();  // no dropout masks: the same forward in each copy
     check(d, random_tensor<double>({4, 2, 6, 6}, rng), random_tensor<double>({4, 3}, rng));

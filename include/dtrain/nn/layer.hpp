@@ -101,6 +101,14 @@ public:
     /// past them. Throws dtrain::Error naming the layer when `in` holds too few words.
     virtual void load_extra_state(Span<const std::uint64_t>& in) { (void)in; }
 
+    /// The kernels this layer computes with on samples of shape `input` (a valid input shape), as
+    /// Model::summary() lists them: e.g. "direct (AVX2)" or "im2col + BLAS" (they follow the CPU and
+    /// DTRAIN_KERNELS). Empty for a layer with one way to compute.
+    virtual std::string kernels(const Shape& input) const {
+        (void)input;
+        return {};
+    }
+
     /// Sets where backward() reports final parts of the gradient slice (called by Sequential::backward()).
     void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
 

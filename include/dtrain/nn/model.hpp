@@ -269,7 +269,8 @@ public:
 
     /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals. Each
     /// column is as wide as its longest entry needs (at least 28, 22 and 12 characters), so columns stay
-    /// at least two spaces apart however long a layer's name or shape is.
+    /// at least two spaces apart however long a layer's name or shape is. Then, for the layers that have
+    /// several ways to compute (Layer::kernels), the kernels each runs on this CPU under DTRAIN_KERNELS.
     void summary(std::ostream& os) const {
         auto batch = [](const Shape& s) { return "[batch, " + detail::shape_str(s).substr(1); };
         std::vector<std::array<std::string, 3>> rows = {{"Layer", "Output shape", "Params"},
@@ -289,6 +290,10 @@ public:
         }
         os << std::string(width, '=') << '\n'
            << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
+        for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
+            const std::string k = seq_.layer(i).kernels(i == 0 ? input_shape_ : shapes_[i - 1]);
+            if (!k.empty()) os << "Kernels of " << seq_.layer(i).name() << ": " << k << '\n';
+        }
     }
 
     /// summary() as a string.

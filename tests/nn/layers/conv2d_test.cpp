@@ -19,9 +19,11 @@ using dtrain::Conv2d;
 using dtrain::Model;
 using dtrain::Rng;
 using dtrain::Tensor;
+using dtrain::detail::KernelSet;
 using dtrain::test::contains;
 using dtrain::test::error_message;
 using dtrain::test::random_tensor;
+using dtrain::test::without_avx512;
 
 namespace {
 
@@ -253,16 +255,18 @@ TEST_CASE(
               (thin && dtrain::detail::direct_conv_available()));
         CHECK_FALSE(dtrain::detail::use_implicit_conv(g));
         // With AVX-512F the fan-ins above 32 run detail::GemmConv; switched off, the direct kernels above.
-        const Rng start = rng;  // both paths on the same data
-        for (const bool avx512 : {true, false}) {
-            dtrain::detail::gemm_avx512_enabled() = avx512;
+        const Rng start = rng;                                // both paths on the same data
+        const KernelSet set0 = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS
+        for (const KernelSet set : {set0, without_avx512(set0)}) {
+            dtrain::detail::kernel_set() = set;
             rng = start;
-            INFO("AVX-512 GEMM enabled: " << avx512);
-            CHECK(dtrain::detail::use_gemm_conv(g) == (!thin && avx512 && dtrain::detail::cpu_has_avx512f() &&
-                                                       dtrain::detail::direct_conv_available()));
+            INFO("kernel set " << dtrain::detail::kernel_set_name(set));
+            CHECK(dtrain::detail::use_gemm_conv(g) ==
+                  (!thin && set == KernelSet::native && dtrain::detail::cpu_has_avx512f() &&
+                   dtrain::detail::direct_conv_available()));
             check_float_conv(cc, rng);
         }
-        dtrain::detail::gemm_avx512_enabled() = true;
+        dtrain::detail::kernel_set() = set0;
     }
 }
 
@@ -301,13 +305,14 @@ TEST_CASE(
         CHECK(dtrain::detail::use_implicit_conv(g) == dtrain::detail::direct_conv_available());
         // With AVX-512F on the AVX-512 tiles (implicit_conv_test: bitwise the AVX2 ones), and switched off.
         const Rng start = rng;
-        for (const bool avx512 : {true, false}) {
-            dtrain::detail::gemm_avx512_enabled() = avx512;
+        const KernelSet set0 = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS
+        for (const KernelSet set : {set0, without_avx512(set0)}) {
+            dtrain::detail::kernel_set() = set;
             rng = start;
-            INFO("AVX-512 kernels enabled: " << avx512);
+            INFO("kernel set " << dtrain::detail::kernel_set_name(set));
             check_float_conv(cc, rng);
         }
-        dtrain::detail::gemm_avx512_enabled() = true;
+        dtrain::detail::kernel_set() = set0;
     }
 }
 

@@ -6,6 +6,7 @@
 
 #include <dtrain/core/rng.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/layers/detail/direct_conv.hpp>
 
 #include "support/test_utils.hpp"
 
@@ -94,9 +95,16 @@ TEST_CASE("transpose_avx512: exact transpose, with and without a bias per source
 
 #endif  // DTRAIN_X86_DISPATCH
 
-TEST_CASE("gemm_avx512_available follows the CPU and the switch", "[nn][dense]") {
-    CHECK(dtrain::detail::gemm_avx512_available() == dtrain::detail::cpu_has_avx512f());
-    dtrain::detail::gemm_avx512_enabled() = false;
-    CHECK_FALSE(dtrain::detail::gemm_avx512_available());
-    dtrain::detail::gemm_avx512_enabled() = true;
+TEST_CASE("gemm_avx512_available follows the CPU and the kernel set", "[nn][dense]") {
+    using dtrain::detail::KernelSet;
+    const KernelSet start = dtrain::detail::kernel_set();
+    for (const KernelSet set : {KernelSet::native, KernelSet::avx2, KernelSet::reference}) {
+        dtrain::detail::kernel_set() = set;
+        INFO("kernel set " << dtrain::detail::kernel_set_name(set));
+        CHECK(dtrain::detail::gemm_avx512_available() ==
+              (set == KernelSet::native && dtrain::detail::cpu_has_avx512f()));
+        CHECK(dtrain::detail::direct_conv_available() ==
+              (set != KernelSet::reference && dtrain::detail::cpu_has_avx2_fma()));
+    }
+    dtrain::detail::kernel_set() = start;
 }

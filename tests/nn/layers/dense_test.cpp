@@ -15,9 +15,11 @@ using dtrain::Dense;
 using dtrain::Model;
 using dtrain::Rng;
 using dtrain::Tensor;
+using dtrain::detail::KernelSet;
 using dtrain::test::contains;
 using dtrain::test::error_message;
 using dtrain::test::random_tensor;
+using dtrain::test::without_avx512;
 
 TEST_CASE("Dense: forward is x * W^T + b with PyTorch's [out, in] layout", "[nn][dense]") {
     Rng rng(3);
@@ -120,8 +122,9 @@ TEST_CASE("Dense<float>: the AVX-512 kernels and BLAS both match a double refere
         for (auto& v : params)
             v = float(rng.uniform(-0.5, 0.5));
         const Tensor<float> x = random_tensor<float>({n, in}, rng), gy = random_tensor<float>({n, out}, rng);
-        for (const bool avx512 : {true, false}) {
-            dtrain::detail::gemm_avx512_enabled() = avx512;
+        const KernelSet start = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS
+        for (const KernelSet set : {start, without_avx512(start)}) {
+            dtrain::detail::kernel_set() = set;
             INFO(in << " -> " << out << " batch " << n << " AVX-512 kernels "
                     << dtrain::detail::gemm_avx512_available());
             const DenseRun r = run_dense(in, out, params, x, gy, 0);
@@ -164,7 +167,7 @@ TEST_CASE("Dense<float>: the AVX-512 kernels and BLAS both match a double refere
                 CHECK(dtrain::test::max_rel_diff(c.dw, r.dw) < 1e-5);
             }
         }
-        dtrain::detail::gemm_avx512_enabled() = true;
+        dtrain::detail::kernel_set() = start;
     }
 }
 

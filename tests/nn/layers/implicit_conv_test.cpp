@@ -33,10 +33,12 @@ ImplicitResult run_implicit(const ImplicitCase& cs, bool avx512, Rng rng) {
     const auto bias = random_floats(cs.out, rng), dy = random_floats(cs.n * cs.out * g.positions(), rng);
     ImplicitResult r{std::vector<float>(dy.size(), 9.0f), random_floats(cs.out * fan, rng),
                      random_floats(cs.out, rng), std::vector<float>(in, 9.0f)};
-    dtrain::detail::gemm_avx512_enabled() = avx512;
+    const dtrain::detail::KernelSet start = dtrain::detail::kernel_set();
+    dtrain::detail::kernel_set() =
+        avx512 ? dtrain::detail::KernelSet::native : dtrain::detail::KernelSet::avx2;
     dtrain::detail::ImplicitConv conv;
     conv.prepare(g, cs.n, cs.out);
-    dtrain::detail::gemm_avx512_enabled() = true;
+    dtrain::detail::kernel_set() = start;
     conv.forward(x.data(), w.data(), bias.data(), r.y.data());
     conv.backward(x.data(), dy.data(), w.data(), r.dw.data(), r.db.data(), r.dx.data());
     return r;

@@ -38,11 +38,12 @@ namespace dtrain {
 ///   bitwise the direct one's).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, implicit GEMMs per class of
 ///   positions with the same taps, input read in place (AVX-512 tiles with AVX-512F, bitwise the same).
-/// - Conv2d<double>, and any CPU without AVX2: the batch is unfolded (im2col) into one column matrix
-///   [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM (transposed with <= 32 output channels, which
-///   OpenBLAS runs faster), reordered into NCHW with the bias; backward computes dW^T = cols * dY^T and
-///   dcols = W^T * dY, folded into dX (col2im), reusing the columns of a forward of the same input tensor
-///   (same data pointer and shape) that no backward has consumed yet.
+/// - Conv2d<double>, any CPU without AVX2, and DTRAIN_KERNELS=reference (detail::kernel_set()): the batch
+///   is unfolded (im2col) into one column matrix [in*kh*kw, batch*OH*OW] times the weights in ONE GEMM
+///   (transposed with <= 32 output channels, which OpenBLAS runs faster), reordered into NCHW with the
+///   bias; backward computes dW^T = cols * dY^T and dcols = W^T * dY, folded into dX (col2im), reusing the
+///   columns of a forward of the same input tensor (same data pointer and shape) that no backward has
+///   consumed yet.
 ///
 /// Kernel taps that meet only padding at every output position (all but the centre of a 3x3 kernel with
 /// padding 1 on a 1x1 map) are left out of every path. Scratch is sized per input shape and batch size and
@@ -83,6 +84,18 @@ public:
     }
 
     std::size_t num_params() const override { return out_ * fan_in() + out_; }
+
+    /// Layer<T>::kernels: the path of the class comment that samples of shape `input` [C, H, W] take.
+    std::string kernels(const Shape& input) const override {
+        if constexpr (!std::is_same_v<T, float>) return "im2col + BLAS";
+        const detail::ConvGeometry g = geometry(input.at(1), input.at(2));
+        const char* tiles = detail::gemm_avx512_available() ? "AVX-512" : "AVX2";
+        if (detail::use_gemm_conv(g)) return "GEMM (AVX-512)";
+        if (detail::use_implicit_conv(g)) return detail::concat("implicit GEMM (", tiles, ")");
+        if (detail::use_direct_conv_weight_grad(g)) return "direct (AVX2)";
+        if (detail::use_direct_conv_forward(g)) return "direct (AVX2), weight gradient im2col + BLAS";
+        return "im2col + BLAS";
+    }
 
     /// Layer<T>::bind: the weights [out_channels, in_channels * kernel height * kernel width], then the
     /// biases.

@@ -21,8 +21,8 @@ namespace dtrain {
 /// Linear layout) followed by b in the flat buffer. Input must be [batch, in_features] (use Flatten
 /// first for images). Weights are initialised by `init` (default Glorot uniform), biases to zero.
 /// Dense<float> computes its products with the AVX-512 kernels of detail/dense_gemm.hpp where the CPU has
-/// AVX-512F (each output summed in one fixed order: a sample's output does not depend on the rest of its
-/// batch), elsewhere, and for double, with BLAS gemm.
+/// AVX-512F and DTRAIN_KERNELS is native (detail::kernel_set()): each output summed in one fixed order, so
+/// a sample's output does not depend on the rest of its batch. Elsewhere, and for double, with BLAS gemm.
 template <class T = float>
 class Dense final : public Layer<T> {
 public:
@@ -43,6 +43,11 @@ public:
     }
 
     std::size_t num_params() const override { return out_ * in_ + out_; }
+
+    /// Layer<T>::kernels: "GEMM (AVX-512)" or "BLAS".
+    std::string kernels(const Shape&) const override {
+        return std::is_same_v<T, float> && detail::gemm_avx512_available() ? "GEMM (AVX-512)" : "BLAS";
+    }
 
     /// Layer<T>::bind: the weights [out, in] (row-major) then the biases [out].
     void bind(T* params, T* grads, T*) override {

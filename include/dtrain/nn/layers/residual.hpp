@@ -120,6 +120,18 @@ public:
 
     /// Sum of the children's parameters.
     std::size_t num_params() const override { return seq_.num_params(); }
+
+    /// Layer<T>::kernels: the children's that have kernels, in order, each after its name.
+    std::string kernels(const Shape& input) const override {
+        std::string all;
+        Shape s = input;
+        for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
+            const std::string k = seq_.layer(i).kernels(s);
+            if (!k.empty()) all += (all.empty() ? "" : "; ") + seq_.layer(i).name() + ": " + k;
+            s = seq_.layer(i).output_shape(s);
+        }
+        return all;
+    }
     /// Sum of the children's state values.
     std::size_t num_state() const override { return seq_.num_state(); }
 

@@ -13,6 +13,7 @@
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/nn/layers/detail/kernel_set.hpp>
 
 #ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
@@ -31,26 +32,11 @@
 
 namespace dtrain::detail {
 
-/// Whether Dense<float> and Conv2d<float> may choose the AVX-512 kernels: from the environment variable
-/// DTRAIN_AVX512 at first use ("0" = no; unset or "auto" = yes, where the CPU has AVX-512F; any other value
-/// throws dtrain::Error), and settable (a benchmark's and a test's switch to compare them with BLAS and the
-/// AVX2 kernels in one process). Dense reads it at every call, Conv2d when it sizes its scratch for a new
-/// input shape.
-inline bool& gemm_avx512_enabled() {
-    static bool on = [] {
-        const char* env = std::getenv("DTRAIN_AVX512");
-        const std::string mode = env != nullptr ? env : "auto";
-        DTRAIN_CHECK(mode == "0" || mode == "auto", "DTRAIN_AVX512 must be 0 or auto, got '", mode, "'");
-        return mode == "auto";
-    }();
-    return on;
-}
-
 /// True when Dense<float> (and Conv2d<float>, conv_gemm.hpp) compute their products with gemm_avx512() and
 /// transpose_avx512() instead of BLAS sgemm, and Conv2d<float>'s implicit GEMMs run on AVX-512 tiles
-/// (implicit_conv_kernels.hpp): x86-64 with AVX-512F, AVX2 and FMA, and gemm_avx512_enabled().
+/// (implicit_conv_kernels.hpp): x86-64 with AVX-512F, AVX2 and FMA, and kernel_set() native.
 inline bool gemm_avx512_available() {
-    return gemm_avx512_enabled() && cpu_has_avx512f();
+    return kernel_set() == KernelSet::native && cpu_has_avx512f();
 }
 
 #ifdef DTRAIN_X86_DISPATCH

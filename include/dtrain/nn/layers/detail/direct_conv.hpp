@@ -5,6 +5,7 @@
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
+#include <dtrain/nn/layers/detail/kernel_set.hpp>
 
 #ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
@@ -14,14 +15,15 @@
 
 namespace dtrain::detail {
 
-/// True when the direct and implicit-GEMM convolution kernels can run here: x86-64 with AVX2 and FMA.
-inline bool direct_conv_available() noexcept {
-    return cpu_has_avx2_fma();
+/// True when Conv2d<float> may choose the direct and implicit-GEMM convolution kernels: x86-64 with AVX2 and
+/// FMA, and kernel_set() other than reference.
+inline bool direct_conv_available() {
+    return kernel_set() != KernelSet::reference && cpu_has_avx2_fma();
 }
 
 /// True when Conv2d<float> runs the forward pass of geometry `g` with direct_conv_forward() instead of
 /// im2col + GEMM: stride 1, no padding, and a CPU with AVX2 and FMA.
-inline bool use_direct_conv_forward(const ConvGeometry& g) noexcept {
+inline bool use_direct_conv_forward(const ConvGeometry& g) {
     return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && direct_conv_available();
 }
 

@@ -41,7 +41,7 @@ inline std::vector<ConvSegment> conv_segments(std::size_t k, std::size_t len, st
 
 /// True when Conv2d<float> computes geometry `g` with ImplicitConv: every convolution the direct kernels do
 /// not take (strided or padded ones) that has a used tap, on a CPU with AVX2 and FMA.
-inline bool use_implicit_conv(const ConvGeometry& g) noexcept {
+inline bool use_implicit_conv(const ConvGeometry& g) {
     return g.col_rows() > 0 && direct_conv_available() && !use_direct_conv_forward(g);
 }
 

@@ -1,0 +1,48 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include <dtrain/nn/layers/detail/conv_gemm.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/layers/detail/kernel_set.hpp>
+
+using dtrain::detail::KernelSet;
+
+// Registered once per environment (tests/nn/CMakeLists.txt): DTRAIN_KERNELS unset, native, avx2, reference,
+// a bad value, and the old DTRAIN_AVX512 set.
+TEST_CASE(
+    "DTRAIN_KERNELS chooses the kernels of Conv2d and Dense; a bad value, or the old DTRAIN_AVX512, is an "
+    "error naming it",
+    "[nn][kernels][env]") {
+    const char* env = std::getenv("DTRAIN_KERNELS");
+    const char* old = std::getenv("DTRAIN_AVX512");
+    const std::string mode = env != nullptr ? env : "";
+    INFO("DTRAIN_KERNELS=" << mode << (old != nullptr ? " DTRAIN_AVX512 set" : ""));
+    dtrain::detail::ConvGeometry g{20, 12, 12, 5, 5, 1, 1, 0, 0};  // the SINGA CNN's second layer
+    g.finish();
+    if (old != nullptr) {
+        CHECK_THROWS_WITH(
+            dtrain::detail::kernel_set(),
+            Catch::Contains("DTRAIN_AVX512 (set to '" + std::string(old) + "') is no longer read") &&
+                Catch::Contains("DTRAIN_KERNELS=avx2"));
+        CHECK_THROWS_WITH(dtrain::detail::use_gemm_conv(g), Catch::Contains("DTRAIN_AVX512"));
+    } else if (mode.empty() || mode == "native" || mode == "avx2" || mode == "reference") {
+        const KernelSet want = mode == "avx2"        ? KernelSet::avx2
+                               : mode == "reference" ? KernelSet::reference
+                                                     : KernelSet::native;
+        CHECK(dtrain::detail::kernel_set() == want);
+        CHECK(dtrain::detail::kernel_set_name(want) == (mode.empty() ? std::string("native") : mode));
+        const bool avx512 = want == KernelSet::native && dtrain::detail::cpu_has_avx512f();
+        const bool avx2 = want != KernelSet::reference && dtrain::detail::cpu_has_avx2_fma();
+        CHECK(dtrain::detail::gemm_avx512_available() == avx512);
+        CHECK(dtrain::detail::direct_conv_available() == avx2);
+        CHECK(dtrain::detail::use_direct_conv_forward(g) == avx2);
+        CHECK(dtrain::detail::use_gemm_conv(g) == (avx512 && avx2));
+    } else {
+        CHECK_THROWS_WITH(
+            dtrain::detail::kernel_set(),
+            Catch::Contains("DTRAIN_KERNELS must be native, avx2 or reference, got '" + mode + "'"));
+        CHECK_THROWS_WITH(dtrain::detail::use_direct_conv_forward(g), Catch::Contains("DTRAIN_KERNELS"));
+    }
+}
