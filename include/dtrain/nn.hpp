@@ -30,8 +30,10 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/dropout.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
+#include <dtrain/nn/layers/layernorm.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/layers/residual.hpp>
+#include <dtrain/nn/losses/bce_with_logits.hpp>
 #include <dtrain/nn/losses/cross_entropy.hpp>
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/nn/metrics.hpp>
