@@ -29,6 +29,7 @@
 #include <dtrain/nn/layers/conv2d.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/dropout.hpp>
+#include <dtrain/nn/layers/embedding.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
 #include <dtrain/nn/layers/layernorm.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
