@@ -22,9 +22,11 @@
 #        scripts/slurm-cluster.sh down              stops the daemons and jobs and removes everything `up`
 #                                                   created (idempotent)
 #        scripts/slurm-cluster.sh with N [--wait S] -- COMMAND...
-#          up, run, down in one go; down runs also after a failure or Ctrl-C.
-# `up` removes what it created when it fails or is interrupted. State (slurm.conf, munge key and socket,
-# spool directories, logs) lives in ${DTRAIN_SLURM_DIR:-/run/dtrain-slurm}; logs in its log/ folder.
+#          up, run, down in one go; down runs also after a failure, Ctrl-C or SIGTERM, at once (it ends
+#          COMMAND and its job with the cluster).
+# `up` removes what it created when it fails or is interrupted (Ctrl-C, SIGTERM). State (slurm.conf, munge
+# key and socket, spool directories, logs) lives in ${DTRAIN_SLURM_DIR:-/run/dtrain-slurm}; logs in its log/
+# folder.
 #
 # The lock. This cluster and scripts/cluster.sh's use the same machine-wide lock, an flock on
 # ${DTRAIN_CLUSTER_DIR:-/run/dtrain-cluster}.lock (descriptor 9), so that only one simulated cluster exists
@@ -283,8 +285,14 @@ case "$cmd" in
         trap 'exit 130' INT TERM
         up "$n" ${up_args[@]+"${up_args[@]}"}
         trap 'down' EXIT # up clears its own traps when it succeeds
-        trap 'exit 130' INT TERM
-        run -- "$@"
+        # The command runs in the background (its standard input kept) and the script waits for it: bash
+        # runs a trap only once the foreground command has ended, and srun outlives a single Ctrl-C (it
+        # prints the job's state and ends only at a second one within a second), so INT or TERM would wait
+        # for the job. `down` then ends the command and the job with the cluster.
+        run -- "$@" 0<&0 &
+        command_pid=$!
+        trap 'kill $command_pid 2> /dev/null; exit 130' INT TERM
+        wait $command_pid
         ;;
     -h | --help) usage 0 ;;
     *) die "unknown command '$cmd' (up, run, counters, down, with)" ;;
