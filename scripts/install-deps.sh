@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
 # Idempotent: when everything is present it only checks and returns (no apt-get update).
-# Usage: scripts/install-deps.sh [--openmpi] [--slurm] [--docs] [--plot] [--torch]
+# Usage: scripts/install-deps.sh [--openmpi] [--slurm] [--docs] [--onnx] [--plot] [--torch]
 #   --openmpi  also Open MPI 4.1 (openmpi-bin, libopenmpi-dev), dtrain's second supported MPI, for
 #              scripts/test.sh's openmpi configuration. Debian then makes Open MPI the default mpiexec and
 #              mpicxx (update-alternatives); dtrain's scripts name MPICH's explicitly, and
@@ -13,6 +13,9 @@
 #              scripts/slurm-cluster.sh and the tests of ctest label slurm (which runs daemons of its own,
 #              not the machine's Slurm and munge services).
 #   --docs     also doxygen, for the API reference (scripts/api-docs.sh)
+#   --onnx     also nodejs and npm, for the test interop.onnx_runtime, which installs onnxruntime-node with
+#              npm into the build tree and runs exported models in it. NodeSource's nodejs package brings
+#              its own npm and conflicts with Debian's, so npm is asked for only when no npm command is there.
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
@@ -26,9 +29,10 @@ for a in "$@"; do
     --openmpi) pkgs+=(openmpi-bin libopenmpi-dev iproute2) ;;
     --slurm) pkgs+=(slurmctld slurmd slurm-client munge libpmix-dev iproute2) ;;
     --docs) pkgs+=(doxygen) ;;
+    --onnx) pkgs+=(nodejs); command -v npm >/dev/null || pkgs+=(npm) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
-    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --plot --torch)" >&2; exit 2 ;;
+    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --onnx --plot --torch)" >&2; exit 2 ;;
   esac
 done
 missing=()

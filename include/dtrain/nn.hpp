@@ -39,6 +39,7 @@
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/nn/metrics.hpp>
 #include <dtrain/nn/model.hpp>
+#include <dtrain/nn/onnx.hpp>
 #include <dtrain/nn/predict.hpp>
 #include <dtrain/nn/sequential.hpp>
 #include <dtrain/nn/zoo.hpp>

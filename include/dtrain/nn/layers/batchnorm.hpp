@@ -88,6 +88,11 @@ public:
         return std::make_unique<BatchNorm>(c_, momentum_, eps_);
     }
 
+    /// Number of channels C.
+    std::size_t channels() const noexcept { return c_; }
+    /// The eps added to the variance.
+    double eps() const noexcept { return eps_; }
+
     /// Scale view [C] (valid once bound to a model).
     TensorView<T, 1> gamma() { return make_view<T, 1>(gamma_, {c_}); }
     /// Shift view [C].

@@ -41,6 +41,11 @@ public:
         return {input[0], (input[1] - k_) / s_ + 1, (input[2] - k_) / s_ + 1};
     }
 
+    /// Window size (both axes).
+    std::size_t kernel() const noexcept { return k_; }
+    /// Step between windows (both axes).
+    std::size_t stride() const noexcept { return s_; }
+
 protected:
     // The loop bounds of the current batch: planes = batch * C, the input plane h x w, the output plane
     // oh x ow, the kernel and the stride.
