@@ -1,8 +1,9 @@
 #pragma once
 
 /// @file
-/// Reading whole files for the data readers and the checkpoint format: bounded allocations, gzip members
-/// decompressed in memory, errors that name the file (internals in dtrain::detail).
+/// Reading whole files for the data readers and the checkpoint format (bounded allocations, gzip members
+/// decompressed in memory) and writing files atomically, with errors that name the file (internals in
+/// dtrain::detail).
 
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,25 @@ inline std::vector<unsigned char> gunzip_bytes(const std::vector<unsigned char>&
 inline std::vector<unsigned char> read_file_bytes(const std::string& path, const char* who) {
     auto bytes = read_raw_bytes(path, who);
     return gzip_magic_at(bytes, 0) ? gunzip_bytes(bytes, path, who) : bytes;
+}
+
+/// Writes `size` bytes at `data` to `path` + ".tmp", then renames it over `path`, so an interrupted write
+/// never destroys the previous file; the temporary file is removed when either step fails. Returns "" or
+/// the error, naming `who` and the file.
+inline std::string write_file_atomically(const std::string& path, const char* data, std::size_t size,
+                                         const char* who) {
+    const std::string tmp = path + ".tmp";
+    std::string error;
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (f) f.write(data, std::streamsize(size));
+        if (f) f.flush();
+        if (!f) error = concat(who, ": cannot write '", tmp, "': ", std::strerror(errno));
+    }
+    if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+        error = concat(who, ": cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
+    if (!error.empty()) std::remove(tmp.c_str());
+    return error;
 }
 
 }  // namespace dtrain::detail

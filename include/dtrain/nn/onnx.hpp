@@ -3,17 +3,15 @@
 /// @file
 /// Export of a Model to an ONNX file, for inference in ONNX Runtime and other ONNX tools.
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/file_io.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/detail/protobuf_writer.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -270,18 +268,8 @@ void export_onnx(const Model<T>& model, const std::string& path, int opset = 13)
     m.message(f::model_opset, opset_id);
     m.message(f::model_graph, graph);
 
-    const std::string tmp = path + ".tmp";
-    std::string error;
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (out) out.write(m.str().data(), std::streamsize(m.str().size()));
-        if (out) out.flush();
-        if (!out) error = detail::concat("export_onnx: cannot write '", tmp, "': ", std::strerror(errno));
-    }
-    if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-        error =
-            detail::concat("export_onnx: cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
-    if (!error.empty()) std::remove(tmp.c_str());
+    const std::string error =
+        detail::write_file_atomically(path, m.str().data(), m.str().size(), "export_onnx");
     DTRAIN_CHECK(error.empty(), error);
 }
 

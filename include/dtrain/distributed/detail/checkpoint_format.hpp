@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <new>
 #include <string>
 #include <utility>
@@ -72,18 +71,7 @@ public:
     /// file.
     std::string write_atomically(const std::string& path, const char* who) {
         u64(fnv1a(out_.data(), out_.size()));
-        const std::string tmp = path + ".tmp";
-        std::string error;
-        {
-            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-            if (f) f.write(out_.data(), std::streamsize(out_.size()));
-            if (f) f.flush();
-            if (!f) error = concat(who, ": cannot write '", tmp, "': ", std::strerror(errno));
-        }
-        if (error.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-            error = concat(who, ": cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno));
-        if (!error.empty()) std::remove(tmp.c_str());
-        return error;
+        return write_file_atomically(path, out_.data(), out_.size(), who);
     }
 
 private:
