@@ -59,7 +59,7 @@ function(dtrain_add_test name)
     set(T_TIMEOUT 120)
   endif()
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::dtrain dtrain_warnings)
+  target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::precompiled dtrain_warnings)
   set(quick_target FALSE)
   foreach(np IN LISTS T_RANKS)
     add_test(NAME ${name}.np${np}

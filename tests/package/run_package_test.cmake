@@ -2,9 +2,10 @@
 # 1. a library-only configure of dtrain (-DBUILD_TESTING=OFF, no examples or benchmarks: CMake must use
 #    every variable given, register no test and need none of the tests' packages) and its install into
 #    WORK_DIR/prefix;
-# 2. the consumer project's two programs (dtrain::dtrain, dtrain::app) configured with nothing but
-#    CMAKE_PREFIX_PATH, built and run with the mpiexec the package recorded, and the same consumer through
-#    add_subdirectory (which needs the MPI given, as documented).
+# 2. the consumer project's programs (dtrain::dtrain, dtrain::app and, installed only, dtrain::precompiled
+#    compiled in the consumer's build) configured with nothing but CMAKE_PREFIX_PATH, built and run with
+#    the mpiexec the package recorded, and the same consumer through add_subdirectory (which needs the MPI
+#    given, as documented).
 # 3. the consumer's BLAS choice (BLA_VENDOR Generic, Debian's reference libblas) is the BLAS it links
 #    (checked in consumer/CMakeLists.txt).
 # When the other MPI of Debian (Open MPI for an MPICH build, MPICH for an Open MPI build) is installed, its
@@ -100,6 +101,9 @@ foreach(mode find_package add_subdirectory)
   run(${CMAKE_COMMAND} --build ${dir})
   run(${MPIEXEC_EXECUTABLE} -n 2 ${dir}/consumer)
   run(${MPIEXEC_EXECUTABLE} -n 2 ${dir}/app_consumer ${dir}/metrics.csv)
+  if(mode STREQUAL "find_package")
+    run(${MPIEXEC_EXECUTABLE} -n 2 ${dir}/precompiled_consumer)
+  endif()
 endforeach()
 
 # The recorded MPI is a default only: the other MPI, chosen with one flag (MPI_EXECUTABLE_SUFFIX or the

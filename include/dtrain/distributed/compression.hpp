@@ -20,6 +20,7 @@
 #include <dtrain/comm/communicator.hpp>
 #include <dtrain/comm/half.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
@@ -330,5 +331,9 @@ private:
     std::vector<std::uint32_t> order_;       // TopK: the selected indices of a bucket (the largest k)
     detail::TopKSelector<T> select_;         // TopK: the selection's scratch for the largest bucket
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class GradientCompressor<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class GradientCompressor<double>)
 
 }  // namespace dtrain

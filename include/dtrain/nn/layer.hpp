@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -152,5 +153,9 @@ void check_batch_shape(const Tensor<T>& in, const Shape& expected, const std::st
 }
 
 }  // namespace detail
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Layer<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Layer<double>)
 
 }  // namespace dtrain

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -341,5 +342,9 @@ private:
     PartialGradHook partial_hook_;
     std::size_t partial_chunk_ = 0;
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Model<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Model<double>)
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -228,5 +229,9 @@ private:
     BackwardListener listener_;        // the running backward()'s listener (for report())
     std::size_t running_ = 0;          // the layer whose backward() is running
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Sequential<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Sequential<double>)
 
 }  // namespace dtrain

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/optim/detail/adam_base.hpp>
 #include <dtrain/optim/optimizer.hpp>
 #include <dtrain/optim/schedule.hpp>
@@ -47,5 +48,9 @@ public:
 
 static_assert(detail::is_range_optimizer_template_v<Adam>,
               "Adam<float> and Adam<double> must model the Optimizer concept with its range form");
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Adam<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Adam<double>)
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <dtrain/core/cpu.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/optim/detail/optimizer_base.hpp>
 #include <dtrain/optim/optimizer.hpp>
@@ -218,5 +219,9 @@ private:
 
 static_assert(detail::is_range_optimizer_template_v<SGD>,
               "SGD<float> and SGD<double> must model the Optimizer concept with its range form");
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class SGD<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class SGD<double>)
 
 }  // namespace dtrain

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <dtrain/core/cpu.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -106,5 +107,13 @@ using Sigmoid = detail::Elementwise<T, detail::SigmoidFn>;
 /// (gradient 0 there).
 template <class T = float>
 using Tanh = detail::Elementwise<T, detail::TanhFn>;
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<float, detail::ReluFn>)
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<double, detail::ReluFn>)
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<float, detail::SigmoidFn>)
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<double, detail::SigmoidFn>)
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<float, detail::TanhFn>)
+DTRAIN_PRECOMPILED_INSTANCE(class detail::Elementwise<double, detail::TanhFn>)
 
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -333,5 +334,11 @@ using BatchNorm1d = BatchNorm<T, 0>;
 /// Batch normalisation of [batch, C, H, W] per channel; see BatchNorm.
 template <class T = float>
 using BatchNorm2d = BatchNorm<T, 2>;
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class BatchNorm<float, 0>)
+DTRAIN_PRECOMPILED_INSTANCE(class BatchNorm<double, 0>)
+DTRAIN_PRECOMPILED_INSTANCE(class BatchNorm<float, 2>)
+DTRAIN_PRECOMPILED_INSTANCE(class BatchNorm<double, 2>)
 
 }  // namespace dtrain

@@ -11,6 +11,7 @@
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -366,5 +367,9 @@ private:
     const T* cols_src_ = nullptr;         // input whose columns cols_ holds (nullptr: none)
     const T* used_weights_ = nullptr;     // used_weights() of the last forward (valid while cols_src_ is set)
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Conv2d<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Conv2d<double>)
 
 }  // namespace dtrain

@@ -10,6 +10,7 @@
 
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -156,5 +157,9 @@ private:
     T* db_ = nullptr;
     std::vector<T> xt_, ot_;  // AVX-512 forward: the input and output transposed, [in, n] and [out, n]
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Dense<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Dense<double>)
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -98,5 +99,9 @@ private:
     bool masked_ = false;
     std::vector<T> mask_;  // 0 or 1 / (1 - p) per element of the last training forward
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Dropout<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Dropout<double>)
 
 }  // namespace dtrain

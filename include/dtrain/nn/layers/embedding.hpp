@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
@@ -110,5 +111,9 @@ private:
     T* w_ = nullptr;
     T* dw_ = nullptr;
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Embedding<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Embedding<double>)
 
 }  // namespace dtrain

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -46,5 +47,9 @@ public:
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Flatten>(); }
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Flatten<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Flatten<double>)
 
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -129,5 +130,9 @@ private:
     std::vector<T> xhat_;       // the last forward's normalised input
     std::vector<double> rstd_;  // its 1 / sqrt(var + eps) per vector
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class LayerNorm<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class LayerNorm<double>)
 
 }  // namespace dtrain

@@ -11,6 +11,7 @@
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -255,5 +256,11 @@ public:
         return std::make_unique<AvgPool2d>(this->k_, this->s_);
     }
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class MaxPool2d<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class MaxPool2d<double>)
+DTRAIN_PRECOMPILED_INSTANCE(class AvgPool2d<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class AvgPool2d<double>)
 
 }  // namespace dtrain

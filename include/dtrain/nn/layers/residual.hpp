@@ -10,6 +10,7 @@
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -230,5 +231,9 @@ private:
     bool bound_ = false;
     std::size_t ready_from_ = 0;  // the block's gradients from here to the end are final (reports only)
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class Residual<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class Residual<double>)
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/losses/mean_loss.hpp>
 
@@ -69,5 +70,9 @@ private:
         return std::max(xd, 0.0) - xd * yd + std::log1p(e);
     }
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class BinaryCrossEntropyWithLogits<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class BinaryCrossEntropyWithLogits<double>)
 
 }  // namespace dtrain

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/losses/mean_loss.hpp>
 
@@ -107,5 +108,9 @@ private:
         return double(m) + std::log(s);
     }
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class SoftmaxCrossEntropy<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class SoftmaxCrossEntropy<double>)
 
 }  // namespace dtrain

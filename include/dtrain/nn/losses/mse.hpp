@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/losses/mean_loss.hpp>
 
@@ -60,5 +61,9 @@ public:
         return detail::mean_loss(total, n, &grad);
     }
 };
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class MeanSquaredError<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class MeanSquaredError<double>)
 
 }  // namespace dtrain
