@@ -14,7 +14,8 @@
 #              not the machine's Slurm and munge services).
 #   --docs     also doxygen, for the API reference (scripts/api-docs.sh)
 #   --onnx     also nodejs and npm, for the test interop.onnx_runtime, which installs onnxruntime-node with
-#              npm into the build tree and runs exported models in it. NodeSource's nodejs package brings
+#              npm into the build tree and runs exported models in it, and python3-onnx (onnx 1.12), for
+#              interop.onnx_checker, which runs onnx.checker on them. NodeSource's nodejs package brings
 #              its own npm and conflicts with Debian's, so npm is asked for only when no npm command is there.
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
@@ -29,7 +30,7 @@ for a in "$@"; do
     --openmpi) pkgs+=(openmpi-bin libopenmpi-dev iproute2) ;;
     --slurm) pkgs+=(slurmctld slurmd slurm-client munge libpmix-dev iproute2) ;;
     --docs) pkgs+=(doxygen) ;;
-    --onnx) pkgs+=(nodejs); command -v npm >/dev/null || pkgs+=(npm) ;;
+    --onnx) pkgs+=(nodejs python3-onnx); command -v npm >/dev/null || pkgs+=(npm) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
     *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --onnx --plot --torch)" >&2; exit 2 ;;

@@ -46,9 +46,9 @@ for c in "${configs[@]}"; do
     *) echo "test.sh: unknown configuration '$c' (known: ${all_configs[*]})" >&2; exit 2 ;;
   esac
 done
-# The API reference's check (docs.api_reference) needs doxygen, interop.onnx_runtime Node.js and npm; the
-# slurm tests need Slurm, munge and network namespaces, so root (elsewhere they are reported Skipped with
-# the reason).
+# The API reference's check (docs.api_reference) needs doxygen, interop.onnx_runtime Node.js and npm,
+# interop.onnx_checker Python's onnx; the slurm tests need Slurm, munge and network namespaces, so root
+# (elsewhere they are reported Skipped with the reason).
 [ $quick -eq 1 ] || deps_args+=(--docs --onnx)
 [ $quick -eq 1 ] || [ "$(id -u)" -ne 0 ] || deps_args+=(--slurm)
 
