@@ -42,4 +42,5 @@
 #include <dtrain/nn/onnx.hpp>
 #include <dtrain/nn/predict.hpp>
 #include <dtrain/nn/sequential.hpp>
+#include <dtrain/nn/state_dict.hpp>
 #include <dtrain/nn/zoo.hpp>
