@@ -16,7 +16,6 @@
 #include <dtrain/distributed/model_file.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/policy_name.hpp>
-#include <dtrain/distributed/precompiled_optimizers.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
 #include <dtrain/distributed/report.hpp>
 #include <dtrain/distributed/sharding.hpp>

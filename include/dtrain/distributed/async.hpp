@@ -21,6 +21,7 @@
 #include <dtrain/core/comm_handle.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/async/final_gather.hpp>
 #include <dtrain/distributed/async/parameter_server.hpp>
@@ -35,7 +36,10 @@
 #include <dtrain/distributed/report.hpp>
 #include <dtrain/distributed/sharding.hpp>
 #include <dtrain/nn/model.hpp>
+#include <dtrain/optim/adam.hpp>
+#include <dtrain/optim/adamw.hpp>
 #include <dtrain/optim/optimizer.hpp>
+#include <dtrain/optim/sgd.hpp>
 
 namespace dtrain {
 
@@ -342,5 +346,9 @@ private:
     double loss_ = std::numeric_limits<double>::quiet_NaN();
     std::uint64_t samples_ = 0;
 };
+
+DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, SGD<float>>)  // (core/precompiled.hpp)
+DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, Adam<float>>)
+DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, AdamW<float>>)
 
 }  // namespace dtrain

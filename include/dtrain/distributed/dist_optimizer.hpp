@@ -349,3 +349,5 @@ private:
 };
 
 }  // namespace dtrain
+
+#include <dtrain/distributed/precompiled_optimizers.hpp>  // its instances of dtrain::precompiled

@@ -1,16 +1,15 @@
 #pragma once
 
 /// @file
-/// The DistOptimizer instances that dtrain::precompiled compiles once (core/precompiled.hpp): every
-/// communicator the library ships (Collective, Ring, Naive, Async) with SGD, Adam and AdamW on float.
-/// Included by <dtrain/distributed.hpp>; a program that includes only <dtrain/distributed/dist_optimizer.hpp>
-/// compiles its DistOptimizer itself, as without the target.
+/// The DistOptimizer instances that dtrain::precompiled compiles once (core/precompiled.hpp): the
+/// synchronous communicators the library ships (Collective, Ring, Naive) with SGD, Adam and AdamW on float
+/// (Async's are at the end of distributed/async.hpp). Included at the end of
+/// <dtrain/distributed/dist_optimizer.hpp>, so that every program that names one of them sees it.
 
 #include <dtrain/comm/collective.hpp>
 #include <dtrain/comm/naive.hpp>
 #include <dtrain/comm/ring.hpp>
 #include <dtrain/core/precompiled.hpp>
-#include <dtrain/distributed/async.hpp>
 #include <dtrain/distributed/dist_optimizer.hpp>
 #include <dtrain/optim/adam.hpp>
 #include <dtrain/optim/adamw.hpp>
@@ -27,8 +26,5 @@ DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Ring, AdamW<float>>)
 DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Naive, SGD<float>>)
 DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Naive, Adam<float>>)
 DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Naive, AdamW<float>>)
-DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, SGD<float>>)
-DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, Adam<float>>)
-DTRAIN_PRECOMPILED_INSTANCE(class DistOptimizer<Async, AdamW<float>>)
 
 }  // namespace dtrain
