@@ -22,7 +22,9 @@
 /// the children's grad_in). backward() ADDS into parameter gradients, which lets shared sub-blocks
 /// accumulate.
 
+#include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/init.hpp>
+#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/batchnorm.hpp>
@@ -32,6 +34,7 @@
 #include <dtrain/nn/layers/embedding.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
 #include <dtrain/nn/layers/layernorm.hpp>
+#include <dtrain/nn/layers/leaky_relu.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/layers/residual.hpp>
 #include <dtrain/nn/losses/bce_with_logits.hpp>

@@ -75,6 +75,7 @@ inline std::vector<OnnxCase> onnx_cases() {
     mixed.add(Conv2d<float>(2, 4, {3, 2}, {2, 1}, {1, 0})).add(BatchNorm2d<float>(4, 0.1, 1e-3));
     mixed.add(Sigmoid<float>()).add(AvgPool2d<float>(2, 1)).add(MaxPool2d<float>(3, 2));
     mixed.add(Flatten<float>()).add(Dropout<float>(0.5, 7)).add(Dense<float>(12, 6)).add(Tanh<float>());
+    mixed.add(LeakyReLU<float>(0.2));
     mixed.add(Residual<float>().add(Dense<float>(6, 6)).add(BatchNorm1d<float>(6)).add(ReLU<float>()));
     mixed.add(Dense<float>(6, 3));
     add("mixed", std::move(mixed), 15);

@@ -119,6 +119,19 @@ TEST_CASE("export_onnx writes the ONNX fields, the parameters as float32 and a d
     std::filesystem::remove(path);
 }
 
+TEST_CASE("export_onnx writes LeakyReLU as LeakyRelu with its slope as alpha", "[interop][onnx]") {
+    dtrain::Model<float> m({3}, 3);
+    m.add(dtrain::Dense<float>(3, 2)).add(dtrain::LeakyReLU<float>(0.25));
+    const std::string path = dtrain::test::shared_temp_path("dtrain_onnx", "leaky_relu.onnx");
+    dtrain::export_onnx(m, path);
+    const std::string bytes = read_file(path);
+    std::filesystem::remove(path);
+    CHECK(contains(bytes, "LeakyRelu"));
+    CHECK(contains(bytes, "alpha"));
+    const float alpha = 0.25f;  // AttributeProto field 2 (f), fixed32: tag 0x15, then the float's bytes
+    CHECK(contains(bytes, "\x15" + std::string(reinterpret_cast<const char*>(&alpha), sizeof alpha)));
+}
+
 TEST_CASE("export_onnx exports every model that ONNX Runtime runs", "[interop][onnx]") {
     const std::string path = dtrain::test::shared_temp_path("dtrain_onnx", "case.onnx");
     for (auto& c : dtrain::test::onnx_cases()) {

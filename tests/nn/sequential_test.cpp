@@ -278,6 +278,25 @@ TEST_CASE("Sequential: a copy is deep, unbound and independent; a move keeps the
     CHECK(max_rel_diff(move_assigned.forward(x, true), y) > 1e-9);
 }
 
+TEST_CASE("Sequential: reporting(i) is layer i's ReportsGradients, null for a layer that does not opt in",
+          "[nn][sequential][overlap]") {
+    Sequential<double> s = sequence_of(Dense<double>(3, 4), Tanh<double>(), Dense<double>(4, 2));
+    CHECK(s.reporting(0) == dynamic_cast<dtrain::ReportsGradients*>(&s.layer(0)));
+    CHECK(s.reporting(0) != nullptr);
+    CHECK(s.reporting(1) == nullptr);
+    CHECK(s.reporting(2) == dynamic_cast<dtrain::ReportsGradients*>(&s.layer(2)));
+    CHECK(contains(error_message([&] { s.reporting(3); }), "Sequential::reporting: index 3 out of range"));
+
+    // A copy finds its clones' interfaces; a move keeps the layers and so the pointers.
+    const Sequential<double> copy(s);
+    CHECK(copy.reporting(0) == dynamic_cast<const dtrain::ReportsGradients*>(&copy.layer(0)));
+    CHECK(copy.reporting(0) != s.reporting(0));
+    CHECK(copy.reporting(1) == nullptr);
+    dtrain::ReportsGradients* last = s.reporting(2);
+    const Sequential<double> moved(std::move(s));
+    CHECK(moved.reporting(2) == last);
+}
+
 TEST_CASE("Sequential: extra state is saved and restored layer 0 first", "[nn][sequential][checkpoint]") {
     Rng rng(4);
     Owned o(sequence_of(Dense<double>(3, 6), Dropout<double>(0.5, 3), Dropout<double>(0.5, 4)), rng);

@@ -31,9 +31,9 @@ struct Bucket {
 /// - a layer of MORE than `bucket_bytes` bytes is split into k = ceil(bytes / bucket_bytes) pieces of
 ///   equal size (rounded up to a multiple of 64 values, so pieces start on cache lines), last piece first;
 ///   the first of them also takes the still-open bucket, and each piece closes its bucket. A layer that
-///   reports parts of its gradient during backward() (Dense, see Layer::report_grads_ready()) lets
-///   DistOptimizer start a piece's reduction before the layer has finished; for any layer, the pieces let
-///   it apply the optimizer to one piece while the next one is still being reduced;
+///   reports parts of its gradient during backward() (Dense; ReportsGradients, nn/grad_reporting.hpp)
+///   lets DistOptimizer start a piece's reduction before the layer has finished; for any layer, the pieces
+///   let it apply the optimizer to one piece while the next one is still being reduced;
 /// - bucket_bytes = 0 gives one bucket per layer with parameters (nothing is split).
 /// Layers without parameters belong to no bucket. Bucket 0 therefore holds the last layers and is the first
 /// to become ready in backward(). Throws dtrain::Error when the ranges are not contiguous or value_bytes

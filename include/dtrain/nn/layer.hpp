@@ -23,20 +23,6 @@ struct Range {
     std::size_t size = 0;
 };
 
-/// Where a layer reports, during its backward(), parts of its parameter-gradient slice that are already
-/// final: fn(context, begin, end) for the values [begin, end) of the slice, in pieces of about `chunk`
-/// values. Sequential::backward() (run by Model and by composite layers) sets it on each layer before
-/// calling the layer's backward() (see Model::set_partial_grad_hook()); an empty one (fn null) asks for no
-/// reports.
-struct GradProgress {
-    /// Receiver of the reports; null for none.
-    void (*fn)(void* context, std::size_t begin, std::size_t end) = nullptr;
-    /// First argument of fn.
-    void* context = nullptr;
-    /// Requested report granularity in values (0: none).
-    std::size_t chunk = 0;
-};
-
 /// Base class of every layer. A layer computes a batch-first forward pass and its backward pass; it owns
 /// no parameter memory. The Model allocates one flat parameter buffer, one flat gradient buffer and one
 /// flat state buffer (non-trainable, e.g. BatchNorm running statistics) and hands each layer its slice
@@ -45,13 +31,11 @@ struct GradProgress {
 /// To write a layer: report num_params()/num_state(), validate shapes in output_shape() (throw
 /// dtrain::Error naming the layer and the shapes), create views in bind(), fill parameters in
 /// init_params(), implement forward() and backward() without allocating once shapes are steady, and
-/// clone() (a clone is unbound; the Model binds it). A layer whose parameter gradient is large and can be
-/// computed in parts (Dense) may, when grad_chunk() is not 0, compute it in parts of about grad_chunk()
-/// values, from the END of its slice to its start, and call report_grads_ready() after each, so that a
-/// distributed optimizer can start reducing them before the layer's backward() returns. A layer that can
-/// write its whole gradient slice in one pass (Dense) may say so with writes_unset_grads(): after
-/// zero_grad() its backward() then writes instead of adding (grads_unset()), which saves the zeroing pass
-/// and the reads of zeros.
+/// clone() (a clone is unbound; the Model binds it). The base class knows no kernels and no gradient
+/// overlap: a layer that takes part in overlapping the gradient reduction with backward() (partial
+/// gradient reports, writing its slice instead of adding after zero_grad(); Dense) also derives from
+/// ReportsGradients (nn/grad_reporting.hpp), and a layer with several ways to compute that
+/// Model::summary() should name (Dense, Conv2d) from DescribesKernels (nn/kernel_description.hpp).
 template <class T>
 class Layer {
 public:
@@ -101,42 +85,6 @@ public:
     /// Restores what save_extra_state() appended: reads its words from the front of `in` and advances `in`
     /// past them. Throws dtrain::Error naming the layer when `in` holds too few words.
     virtual void load_extra_state(Span<const std::uint64_t>& in) { (void)in; }
-
-    /// The kernels this layer computes with on samples of shape `input` (a valid input shape), as
-    /// Model::summary() lists them: e.g. "direct (AVX2)" or "im2col + BLAS" (they follow the CPU and
-    /// DTRAIN_KERNELS). Empty for a layer with one way to compute.
-    virtual std::string kernels(const Shape& input) const {
-        (void)input;
-        return {};
-    }
-
-    /// Sets where backward() reports final parts of the gradient slice (called by Sequential::backward()).
-    void set_grad_progress(const GradProgress& progress) noexcept { progress_ = progress; }
-
-    /// True for a layer whose next backward(), when grads_unset() is true, WRITES its parameter gradients
-    /// (every value of its slice, whatever the slice held) instead of adding them, with bit for bit the
-    /// result of adding them to zeros, and then clears grads_unset(). Default false: Model::zero_grad()
-    /// zeroes such a layer's slice itself.
-    virtual bool writes_unset_grads() const noexcept { return false; }
-
-    /// Marks the layer's gradient slice as holding nothing yet (set by Model::zero_grad() for layers whose
-    /// writes_unset_grads() is true; cleared by the layer's backward() and by Model::gradients()).
-    void set_grads_unset(bool unset) noexcept { grads_unset_ = unset; }
-
-    /// True while the gradient slice holds nothing yet: the next backward() writes it.
-    bool grads_unset() const noexcept { return grads_unset_; }
-
-protected:
-    /// Requested granularity of partial gradient reports in values; 0 when nobody listens.
-    std::size_t grad_chunk() const noexcept { return progress_.fn != nullptr ? progress_.chunk : 0; }
-    /// Reports that values [begin, end) of this layer's gradient slice are final for this backward().
-    void report_grads_ready(std::size_t begin, std::size_t end) const {
-        if (progress_.fn != nullptr) progress_.fn(progress_.context, begin, end);
-    }
-
-private:
-    GradProgress progress_;
-    bool grads_unset_ = false;
 };
 
 namespace detail {

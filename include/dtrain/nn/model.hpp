@@ -19,6 +19,8 @@
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/grad_reporting.hpp>
+#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/sequential.hpp>
 
@@ -169,18 +171,19 @@ public:
     }
 
     /// Sets every gradient to zero. Layers that can write their whole gradient slice in backward()
-    /// (Layer::writes_unset_grads(), e.g. Dense) are told so instead, which saves a pass over their part of
-    /// the buffer and their backward()'s reads of zeros, with bit for bit the same gradients; the rest is
-    /// zeroed here. gradients() zeroes what a backward() has not written yet, so a Span taken from
-    /// gradients() before zero_grad() reads the old values of those slices until the next backward() or
-    /// gradients().
+    /// (ReportsGradients::writes_unset_grads(), e.g. Dense) are told so instead, which saves a pass over
+    /// their part of the buffer and their backward()'s reads of zeros, with bit for bit the same gradients;
+    /// the rest is zeroed here. gradients() zeroes what a backward() has not written yet, so a Span taken
+    /// from gradients() before zero_grad() reads the old values of those slices until the next backward()
+    /// or gradients().
     void zero_grad() {
         grads_unset_ = false;
         for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            Layer<T>& l = seq_.layer(i);
-            l.set_grads_unset(l.writes_unset_grads());
-            grads_unset_ = grads_unset_ || l.grads_unset();
-            if (!l.grads_unset()) zero_slice(i);
+            ReportsGradients* r = seq_.reporting(i);
+            const bool unset = r != nullptr && r->writes_unset_grads();
+            if (r != nullptr) r->set_grads_unset(unset);
+            grads_unset_ = grads_unset_ || unset;
+            if (!unset) zero_slice(i);
         }
     }
 
@@ -194,7 +197,7 @@ public:
         if (grads_unset_) {
             zero_unset_slices(seq_);
             for (std::size_t i = 0; i < seq_.num_layers(); ++i)
-                seq_.layer(i).set_grads_unset(false);
+                if (ReportsGradients* r = seq_.reporting(i)) r->set_grads_unset(false);
             grads_unset_ = false;
         }
         return {grads_.data(), grads_.size()};
@@ -271,7 +274,7 @@ public:
     /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals. Each
     /// column is as wide as its longest entry needs (at least 28, 22 and 12 characters), so columns stay
     /// at least two spaces apart however long a layer's name or shape is. Then, for the layers that have
-    /// several ways to compute (Layer::kernels), the kernels each runs on this CPU under DTRAIN_KERNELS.
+    /// several ways to compute (DescribesKernels), the kernels each runs on this CPU under DTRAIN_KERNELS.
     void summary(std::ostream& os) const {
         auto batch = [](const Shape& s) { return "[batch, " + detail::shape_str(s).substr(1); };
         std::vector<std::array<std::string, 3>> rows = {{"Layer", "Output shape", "Params"},
@@ -292,7 +295,8 @@ public:
         os << std::string(width, '=') << '\n'
            << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
         for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            const std::string k = seq_.layer(i).kernels(i == 0 ? input_shape_ : shapes_[i - 1]);
+            const auto* d = dynamic_cast<const DescribesKernels*>(&seq_.layer(i));
+            const std::string k = d != nullptr ? d->kernels(i == 0 ? input_shape_ : shapes_[i - 1]) : "";
             if (!k.empty()) os << "Kernels of " << seq_.layer(i).name() << ": " << k << '\n';
         }
     }
@@ -314,11 +318,10 @@ private:
                   grads_.begin() + std::ptrdiff_t(r.offset + r.size), T(0));
     }
 
-    // Zeroes the slices of the layers of `seq` (this model's or the one it copies) whose gradients are still
-    // unset.
+    // Zeroes the slices of `seq`'s layers (this model's or the one it copies) whose gradients are unset.
     void zero_unset_slices(const Sequential<T>& seq) const {
         for (std::size_t i = 0; i < seq.num_layers(); ++i)
-            if (seq.layer(i).grads_unset()) zero_slice(i);
+            if (const ReportsGradients* r = seq.reporting(i); r != nullptr && r->grads_unset()) zero_slice(i);
     }
 
     // BackwardListener functions: pass the sequence's events on to the hooks.

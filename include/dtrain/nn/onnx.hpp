@@ -21,6 +21,7 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/dropout.hpp>
 #include <dtrain/nn/layers/flatten.hpp>
+#include <dtrain/nn/layers/leaky_relu.hpp>
 #include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/layers/residual.hpp>
 #include <dtrain/nn/model.hpp>
@@ -203,6 +204,8 @@ std::string onnx_layer(const Layer<T>& layer, const T* params, const T* state, c
     if (dynamic_cast<const ReLU<T>*>(&layer) != nullptr) return g.node("Relu", {x}, id).output;
     if (dynamic_cast<const Sigmoid<T>*>(&layer) != nullptr) return g.node("Sigmoid", {x}, id).output;
     if (dynamic_cast<const Tanh<T>*>(&layer) != nullptr) return g.node("Tanh", {x}, id).output;
+    if (const auto* lr = dynamic_cast<const LeakyReLU<T>*>(&layer))
+        return g.node("LeakyRelu", {x}, id).attr("alpha", static_cast<float>(lr->negative_slope())).output;
     if (dynamic_cast<const Flatten<T>*>(&layer) != nullptr)
         return g.node("Flatten", {x}, id).attr("axis", I(1)).output;
     if (dynamic_cast<const Dropout<T>*>(&layer) != nullptr) return x;  // the identity in eval mode
@@ -231,7 +234,7 @@ std::string onnx_layer(const Layer<T>& layer, const T* params, const T* state, c
     throw Error(
         concat("export_onnx: layer ", where, ", ", layer.name(),
                ", has no ONNX form here (exported: Dense, Conv2d, MaxPool2d, AvgPool2d, ReLU, Sigmoid, ",
-               "Tanh, Flatten, Dropout, BatchNorm1d, BatchNorm2d, Residual)"));
+               "Tanh, LeakyReLU, Flatten, Dropout, BatchNorm1d, BatchNorm2d, Residual)"));
 }
 
 }  // namespace detail
@@ -241,7 +244,8 @@ std::string onnx_layer(const Layer<T>& layer, const T* params, const T* state, c
 /// output "output" [batch, model.output_shape()...], where "batch" is a dynamic dimension. The parameters
 /// and BatchNorm's running statistics become float32 initializers (a Model<double> is exported in float32).
 /// The layers map to Dense -> Gemm (transB = 1), Conv2d -> Conv, MaxPool2d / AvgPool2d -> MaxPool /
-/// AveragePool, ReLU / Sigmoid / Tanh -> Relu / Sigmoid / Tanh, Flatten -> Flatten (axis 1), Dropout ->
+/// AveragePool, ReLU / Sigmoid / Tanh -> Relu / Sigmoid / Tanh, LeakyReLU -> LeakyRelu (alpha = its
+/// negative_slope), Flatten -> Flatten (axis 1), Dropout ->
 /// nothing (eval mode), BatchNorm1d / BatchNorm2d -> BatchNormalization with the running statistics and the
 /// layer's eps (eval mode), Residual -> its children, then Add with the block's input. The graph computes
 /// what forward() computes after model.eval(). Throws dtrain::Error naming the layer and its position for

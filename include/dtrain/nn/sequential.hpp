@@ -13,14 +13,15 @@
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/layer.hpp>
 
 namespace dtrain {
 
 /// What Sequential::backward() tells its caller while it runs, as plain function pointers (no allocation,
 /// no std::function per layer): `partial` receives the partial gradient reports of the running layer
-/// (Layer::report_grads_ready(), offsets relative to that layer's slice) and `done` is called once a
-/// layer's backward() has returned. Either may be null.
+/// (ReportsGradients::report_grads_ready(), offsets relative to that layer's slice) and `done` is called
+/// once a layer's backward() has returned. Either may be null.
 struct BackwardListener {
     /// Receives (context, layer, begin, end) for values [begin, end) of `layer`'s gradient slice that are
     /// final; null for no partial reports.
@@ -29,7 +30,7 @@ struct BackwardListener {
     void (*done)(void* context, std::size_t layer) = nullptr;
     /// First argument of both functions.
     void* context = nullptr;
-    /// Requested granularity of partial reports in values (Layer::grad_chunk()); 0 asks for none.
+    /// Requested granularity of partial reports in values (ReportsGradients::grad_chunk()); 0 asks for none.
     std::size_t chunk = 0;
 };
 
@@ -44,6 +45,10 @@ struct BackwardListener {
 ///
 /// The owner of the buffers binds: a copy clones every layer and is unbound, a move keeps the layers and
 /// their bindings. Error messages start with the owner's class name given to the constructor.
+///
+/// Layers that opt in to ReportsGradients (nn/grad_reporting.hpp) are found with one dynamic_cast when
+/// they are added or cloned; backward() hands only them a GradProgress, and reporting(i) gives the owner
+/// their interface (Model::zero_grad() uses it). The others never report and always add.
 ///
 /// @tparam T float or double.
 template <class T>
@@ -61,8 +66,11 @@ public:
           num_params_(other.num_params_),
           num_state_(other.num_state_) {
         layers_.reserve(other.layers_.size());
-        for (const auto& l : other.layers_)
+        reporting_.reserve(other.layers_.size());
+        for (const auto& l : other.layers_) {
             layers_.push_back(l->clone());
+            reporting_.push_back(dynamic_cast<ReportsGradients*>(layers_.back().get()));
+        }
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
     }
@@ -92,6 +100,7 @@ public:
         state_ranges_.push_back(Range{num_state_, layer->num_state()});
         num_params_ += layer->num_params();
         num_state_ += layer->num_state();
+        reporting_.push_back(dynamic_cast<ReportsGradients*>(layer.get()));
         layers_.push_back(std::move(layer));
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
@@ -117,6 +126,18 @@ public:
         DTRAIN_CHECK(i < layers_.size(), owner_, "::layer: index ", i, " out of range (", layers_.size(),
                      " layers)");
         return *layers_[i];
+    }
+
+    /// Layer `i`'s ReportsGradients interface, or null for a layer that does not opt in to it (it never
+    /// reports and always adds); checked as layer(i).
+    ReportsGradients* reporting(std::size_t i) {
+        return const_cast<ReportsGradients*>(std::as_const(*this).reporting(i));
+    }
+    /// Layer `i`'s ReportsGradients interface, read-only; checked as layer(i).
+    const ReportsGradients* reporting(std::size_t i) const {
+        DTRAIN_CHECK(i < layers_.size(), owner_, "::reporting: index ", i, " out of range (", layers_.size(),
+                     " layers)");
+        return reporting_[i];
     }
 
     /// The layers' names joined by ", " (layer 0 first).
@@ -181,19 +202,20 @@ public:
     /// Back-propagates `grad_out` (dLoss/d(last output)) from the last layer to the first, given the `in`
     /// of the last forward(): every layer ADDS its parameter gradients into its bound slice, layer 0
     /// writes dLoss/din into `grad_in` when `need_grad_in`. While layer i runs, its partial reports go to
-    /// `listener.partial` (when set) with i; after it returns, `listener.done` gets i.
+    /// `listener.partial` (when set) with i (only layers that opt in to ReportsGradients report); after it
+    /// returns, `listener.done` gets i.
     void backward(const Tensor<T>& in, const Tensor<T>& grad_out, Tensor<T>& grad_in, bool need_grad_in,
                   const BackwardListener& listener = {}) {
         const bool partial = listener.partial != nullptr;
         listener_ = listener;
         const Tensor<T>* g = &grad_out;
         for (std::size_t i = layers_.size(); i-- > 0;) {
-            Layer<T>& l = *layers_[i];
             running_ = i;
-            l.set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
-                                        : GradProgress{});
+            if (ReportsGradients* r = reporting_[i])
+                r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
+                                             : GradProgress{});
             Tensor<T>& gin = i == 0 ? grad_in : grad_ins_[i];
-            l.backward(i == 0 ? in : outs_[i - 1], outs_[i], *g, gin, i > 0 || need_grad_in);
+            layers_[i]->backward(i == 0 ? in : outs_[i - 1], outs_[i], *g, gin, i > 0 || need_grad_in);
             if (listener.done != nullptr) listener.done(listener.context, i);
             g = &gin;
         }
@@ -220,8 +242,9 @@ private:
 
     const char* owner_;
     std::vector<std::unique_ptr<Layer<T>>> layers_;
-    std::vector<Range> param_ranges_;  // layer i's range in the parameter (and gradient) slice
-    std::vector<Range> state_ranges_;  // layer i's range in the state slice
+    std::vector<ReportsGradients*> reporting_;  // reporting_[i] = layer i as ReportsGradients, or null
+    std::vector<Range> param_ranges_;           // layer i's range in the parameter (and gradient) slice
+    std::vector<Range> state_ranges_;           // layer i's range in the state slice
     std::size_t num_params_ = 0;
     std::size_t num_state_ = 0;
     std::vector<Tensor<T>> outs_;      // outs_[i] = output of layer i in the last forward()

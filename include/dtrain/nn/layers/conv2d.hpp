@@ -14,6 +14,7 @@
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
+#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/layers/detail/conv_gemm.hpp>
 #include <dtrain/nn/layers/detail/conv_layout.hpp>
@@ -51,7 +52,7 @@ namespace dtrain {
 /// reused; the passes besides the kernels and GEMMs run through detail::with_avx2. Measurements:
 /// benchmarks/train/README.md.
 template <class T = float>
-class Conv2d final : public Layer<T> {
+class Conv2d final : public Layer<T>, public DescribesKernels {
 public:
     /// A square kernel `kernel` x `kernel` with the same `stride` and zero `padding` on both axes.
     /// All sizes except `padding` must be positive.
@@ -86,7 +87,7 @@ public:
 
     std::size_t num_params() const override { return out_ * fan_in() + out_; }
 
-    /// Layer<T>::kernels: the path of the class comment that samples of shape `input` [C, H, W] take.
+    /// DescribesKernels::kernels: the path of the class comment that samples of shape `input` [C, H, W] take.
     std::string kernels(const Shape& input) const override {
         if constexpr (!std::is_same_v<T, float>) return "im2col + BLAS";
         const detail::ConvGeometry g = geometry(input.at(1), input.at(2));

@@ -12,7 +12,9 @@
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/init.hpp>
+#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
@@ -24,8 +26,10 @@ namespace dtrain {
 /// Dense<float> computes its products with the AVX-512 kernels of detail/dense_gemm.hpp where the CPU has
 /// AVX-512F and DTRAIN_KERNELS is native (detail::kernel_set()): each output summed in one fixed order, so
 /// a sample's output does not depend on the rest of its batch. Elsewhere, and for double, with BLAS gemm.
+/// Dense takes part in the gradient overlap (ReportsGradients): its weight gradient in parts, last rows
+/// first, and written instead of added after Model::zero_grad().
 template <class T = float>
-class Dense final : public Layer<T> {
+class Dense final : public Layer<T>, public ReportsGradients, public DescribesKernels {
 public:
     /// A layer mapping `in_features` to `out_features`; both must be positive.
     Dense(std::size_t in_features, std::size_t out_features, Init init = Init::GlorotUniform)
@@ -45,7 +49,7 @@ public:
 
     std::size_t num_params() const override { return out_ * in_ + out_; }
 
-    /// Layer<T>::kernels: "GEMM (AVX-512)" or "BLAS".
+    /// DescribesKernels::kernels: "GEMM (AVX-512)" or "BLAS".
     std::string kernels(const Shape&) const override {
         return std::is_same_v<T, float> && detail::gemm_avx512_available() ? "GEMM (AVX-512)" : "BLAS";
     }
@@ -123,7 +127,7 @@ public:
 
     std::unique_ptr<Layer<T>> clone() const override { return std::make_unique<Dense>(in_, out_, init_); }
 
-    /// Dense writes its whole slice in backward() after Model::zero_grad() (Layer::grads_unset()).
+    /// Dense writes its whole slice in backward() after Model::zero_grad() (ReportsGradients::grads_unset()).
     bool writes_unset_grads() const noexcept override { return true; }
 
     /// Input features.

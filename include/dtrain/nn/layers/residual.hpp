@@ -14,6 +14,8 @@
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/grad_reporting.hpp>
+#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/sequential.hpp>
 
@@ -41,23 +43,26 @@ namespace dtrain {
 /// gradients, sized on the first batch and reused (no allocation while the batch shape is steady).
 /// Children may be any layers, including nested Residual blocks.
 ///
-/// Partial gradient reports: when the model asks for them (grad_chunk() is not 0), the children's own
-/// reports are forwarded with their offsets in the block's slice, and after each child's backward() the
-/// rest of its slice is reported, so the final part grows from the end of the block's slice to its start.
+/// Partial gradient reports (the block opts in to ReportsGradients for its children): when the model asks
+/// for them (grad_chunk() is not 0), the reports of the children that make them (Dense) are forwarded with
+/// their offsets in the block's slice, and after each child's backward() the rest of its slice is
+/// reported, so the final part grows from the end of the block's slice to its start. The block always adds
+/// (writes_unset_grads() is false): Model::zero_grad() zeroes its slice.
 ///
 /// Copying a block clones its children (a copy is unbound until a Model binds it); layers cannot be added
 /// once the block is bound to a model.
 ///
 /// @tparam T float or double.
 template <class T = float>
-class Residual final : public Layer<T> {
+class Residual final : public Layer<T>, public ReportsGradients, public DescribesKernels {
 public:
     /// An empty block; add at least one layer before adding the block to a model.
     Residual() = default;
 
     /// Deep copy of the configuration: clones every child; the copy is unbound (its parameter values
     /// come from the Model that binds it).
-    Residual(const Residual& other) : Layer<T>(other), seq_(other.seq_) {}
+    Residual(const Residual& other)
+        : Layer<T>(other), ReportsGradients(other), DescribesKernels(other), seq_(other.seq_) {}
 
     /// Move: takes the children (and their bindings).
     Residual(Residual&&) noexcept = default;
@@ -122,12 +127,13 @@ public:
     /// Sum of the children's parameters.
     std::size_t num_params() const override { return seq_.num_params(); }
 
-    /// Layer<T>::kernels: the children's that have kernels, in order, each after its name.
+    /// DescribesKernels::kernels: the children's that describe theirs, in order, each after its name.
     std::string kernels(const Shape& input) const override {
         std::string all;
         Shape s = input;
         for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            const std::string k = seq_.layer(i).kernels(s);
+            const auto* d = dynamic_cast<const DescribesKernels*>(&seq_.layer(i));
+            const std::string k = d != nullptr ? d->kernels(s) : "";
             if (!k.empty()) all += (all.empty() ? "" : "; ") + seq_.layer(i).name() + ": " + k;
             s = seq_.layer(i).output_shape(s);
         }
