@@ -3,6 +3,7 @@
 #include <string>
 
 #include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/layer.hpp>
 
 namespace dtrain {
 
@@ -18,5 +19,12 @@ public:
     /// DTRAIN_KERNELS). Empty when there is nothing to list (a Residual block without such children).
     virtual std::string kernels(const Shape& input) const = 0;
 };
+
+/// `layer`'s kernels on samples of shape `input` when it describes them (DescribesKernels), else empty.
+template <class T>
+std::string kernels_of(const Layer<T>& layer, const Shape& input) {
+    const auto* d = dynamic_cast<const DescribesKernels*>(&layer);
+    return d != nullptr ? d->kernels(input) : std::string();
+}
 
 }  // namespace dtrain

@@ -295,8 +295,7 @@ public:
         os << std::string(width, '=') << '\n'
            << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
         for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            const auto* d = dynamic_cast<const DescribesKernels*>(&seq_.layer(i));
-            const std::string k = d != nullptr ? d->kernels(i == 0 ? input_shape_ : shapes_[i - 1]) : "";
+            const std::string k = kernels_of(seq_.layer(i), i == 0 ? input_shape_ : shapes_[i - 1]);
             if (!k.empty()) os << "Kernels of " << seq_.layer(i).name() << ": " << k << '\n';
         }
     }

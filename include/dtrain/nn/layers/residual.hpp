@@ -132,8 +132,7 @@ public:
         std::string all;
         Shape s = input;
         for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            const auto* d = dynamic_cast<const DescribesKernels*>(&seq_.layer(i));
-            const std::string k = d != nullptr ? d->kernels(s) : "";
+            const std::string k = kernels_of(seq_.layer(i), s);
             if (!k.empty()) all += (all.empty() ? "" : "; ") + seq_.layer(i).name() + ": " + k;
             s = seq_.layer(i).output_shape(s);
         }
