@@ -15,6 +15,7 @@ target_compile_definitions(distributed_one_loop_test PRIVATE DTRAIN_SOURCE_DIR="
 dtrain_add_test(distributed_policy_name_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/policy_name_test.cpp)
 dtrain_add_test(distributed_compression_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/compression_test.cpp RANKS 1 2 3
                 TIMEOUT 300)
+dtrain_add_test(distributed_comm_hook_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/comm_hook_test.cpp RANKS 1 2)
 dtrain_add_test(distributed_nonfinite_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/nonfinite_test.cpp RANKS 1 2 3
                 LABELS reliability)
 # A model and an optimizer of different element types fail to compile with a sentence (static_assert).

@@ -250,7 +250,8 @@ TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& mode
                  "SyncOptions::compression and load it with load_checkpoint(path, dist_opt)");
     DTRAIN_CHECK(setting.empty() || stored == setting, "load_checkpoint: '", path,
                  "' was written with gradient compression ", stored, ", this DistOptimizer uses ", setting,
-                 " (SyncOptions::compression, topk_ratio); resume with the setting of the checkpoint");
+                 " (SyncOptions::compression and topk_ratio, or register_comm_hook()); resume with the "
+                 "setting of the checkpoint");
     const int size = comm_size(comm);
     DTRAIN_CHECK(ranks == (residual.empty() ? 0 : std::uint64_t(size)), "load_checkpoint: '", path,
                  "' holds the top-k residuals of ", ranks, " rank(s), this run has ", size,
@@ -271,31 +272,32 @@ TrainingPosition detail::read_checkpoint(const std::string& path, Model<T>& mode
 }
 
 /// save_checkpoint() of a DistOptimizer's model and local optimizer over its workers' communicator (rank
-/// options().root writes), with its gradient compression setting and, for Compression::TopK, every rank's
-/// error-feedback residuals (which differ by rank), so that a resumed run continues bitwise. For the
-/// synchronous policies; call it between steps.
+/// options().root writes), with its communication hook's describe() (the gradient compression setting for
+/// the built-in hooks) and every rank's state of the hook (Compression::TopK's error-feedback residuals,
+/// which differ by rank), so that a resumed run continues bitwise. For the synchronous policies; call it
+/// between steps.
 template <class Comm, class Opt>
 void save_checkpoint(const std::string& path, DistOptimizer<Comm, Opt>& dist,
                      const TrainingPosition& position) {
     static_assert(is_communicator_v<Comm>,
                   "dtrain::save_checkpoint(path, DistOptimizer): synchronous "
                   "policies only; with Async, checkpoint the model after run()");
-    const auto& codec = dist.compressor();
     detail::write_checkpoint(path, dist.model(), dist.optimizer(), position, dist.worker_comm(),
-                             dist.options().root, codec.describe(), codec.residual());
+                             dist.options().root, dist.comm_hook_description(),
+                             Span<const typename Opt::value_type>(dist.comm_hook_state()));
 }
 
 /// load_checkpoint() into a DistOptimizer's model and local optimizer (every rank restores the same bytes,
-/// read by rank options().root) and its top-k residuals (every rank its own). Call it between steps, e.g.
-/// right after construction. A checkpoint written with another gradient compression setting (or another
-/// topk_ratio) is an error naming both; one with top-k residuals needs the number of ranks that wrote it.
+/// read by rank options().root) and its communication hook's state (top-k residuals: every rank its own).
+/// Call it between steps, e.g. right after construction (and after register_comm_hook()). A checkpoint
+/// written with another hook or compression setting (or another topk_ratio) is an error naming both; one
+/// with state needs the number of ranks that wrote it.
 template <class Comm, class Opt>
 TrainingPosition load_checkpoint(const std::string& path, DistOptimizer<Comm, Opt>& dist) {
     static_assert(is_communicator_v<Comm>,
                   "dtrain::load_checkpoint(path, DistOptimizer): synchronous policies only");
-    auto& codec = dist.compressor();
     return detail::read_checkpoint(path, dist.model(), dist.optimizer(), dist.worker_comm(),
-                                   dist.options().root, codec.describe(), codec.residual());
+                                   dist.options().root, dist.comm_hook_description(), dist.comm_hook_state());
 }
 
 }  // namespace dtrain

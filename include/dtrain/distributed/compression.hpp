@@ -24,6 +24,7 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
+#include <dtrain/distributed/comm_hook.hpp>
 #include <dtrain/distributed/detail/compression_kernels.hpp>
 #include <dtrain/distributed/options.hpp>
 
@@ -184,8 +185,15 @@ public:
     template <class Comm>
     typename Comm::Request start(Comm& comm, Span<T> grads, Span<T> range) {
         if (c_ == Compression::None) return comm.iallreduce_sum(range);
-        return on_wire<typename Comm::Request, Comm>(encode(grads, range),
-                                                     [&](auto wire) { return comm.iallreduce_sum(wire); });
+        return start(comm, bucket_at(grads, range), range);
+    }
+
+    /// start() of `range`, bucket `b` (its index in reduction order) of the flat buffer.
+    template <class Comm>
+    typename Comm::Request start(Comm& comm, std::size_t b, Span<T> range) {
+        if (c_ == Compression::None) return comm.iallreduce_sum(range);
+        encode(b, range);
+        return on_wire<typename Comm::Request, Comm>(b, [&](auto wire) { return comm.iallreduce_sum(wire); });
     }
 
     /// Writes the sum of the wire of `range` (started by start(), now complete) into `range`.
@@ -193,11 +201,23 @@ public:
         if (c_ != Compression::None) decode(range, bucket_at(grads, range));
     }
 
+    /// finish() of `range`, bucket `b` of the flat buffer.
+    void finish(std::size_t b, Span<T> range) {
+        if (c_ != Compression::None) decode(range, b);
+    }
+
     /// Encodes `range`, sums its wire with the communicator's blocking allreduce_sum and decodes it.
     template <class Comm>
     void reduce(Comm& comm, Span<T> grads, Span<T> range) {
         if (c_ == Compression::None) return comm.allreduce_sum(range);
-        const std::size_t b = encode(grads, range);
+        reduce(comm, bucket_at(grads, range), range);
+    }
+
+    /// reduce() of `range`, bucket `b` of the flat buffer.
+    template <class Comm>
+    void reduce(Comm& comm, std::size_t b, Span<T> range) {
+        if (c_ == Compression::None) return comm.allreduce_sum(range);
+        encode(b, range);
         on_wire<void, Comm>(b, [&](auto wire) { comm.allreduce_sum(wire); });
         decode(range, b);
     }
@@ -251,13 +271,8 @@ private:
 
     /// The index of the bucket `range` of `grads` is.
     std::size_t bucket_at(Span<T> grads, Span<T> range) const {
-        const std::size_t offset = std::size_t(range.data() - grads.data());
-        // Buckets run from the end of the buffer to its start (descending offsets).
-        const auto it = std::lower_bound(buckets_.begin(), buckets_.end(), offset,
-                                         [](const Bucket& b, std::size_t o) { return b.offset > o; });
-        DTRAIN_CHECK(it != buckets_.end() && it->offset == offset && it->size == range.size(),
-                     "GradientCompressor: [", offset, ", ", offset + range.size(), ") is not a bucket");
-        return std::size_t(it - buckets_.begin());
+        return detail::bucket_index(buckets_, std::size_t(range.data() - grads.data()), range.size(),
+                                    "GradientCompressor");
     }
 
     /// Bucket b's TopK wire: ranks slots of k pairs.
@@ -265,17 +280,17 @@ private:
         return Span<std::uint32_t>(words_.data() + words_at_[b], std::size_t(ranks_) * k_[b] * pair_words);
     }
 
-    /// Fills the wire of bucket `range` of `grads`; returns its index.
-    std::size_t encode(Span<T> grads, Span<T> range) {
-        const std::size_t b = bucket_at(grads, range), n = range.size(), o = buckets_[b].offset;
+    /// Fills the wire of `range`, bucket b.
+    void encode(std::size_t b, Span<T> range) {
+        const std::size_t n = range.size(), o = buckets_[b].offset;
         const T* g = range.data();
         if (c_ == Compression::Fp16) {
             detail::convert_through_float(g, detail::wire_bits(half_, o), n, &detail::halves_from_floats);
-            return b;
+            return;
         }
         if (c_ == Compression::Bf16) {
             detail::convert_through_float(g, detail::wire_bits(bf16_, o), n, &detail::bfloat16s_from_floats);
-            return b;
+            return;
         }
         T* acc = next_.data() + o;
         const T* r = residual_.data() + o;
@@ -292,7 +307,6 @@ private:
             std::memcpy(mine + j * pair_words + 1, acc + idx[j], sizeof(T));
             acc[idx[j]] = T(0);  // sent: the residual keeps what was not
         }
-        return b;
     }
 
     /// Writes bucket b's summed wire into `range` as T.

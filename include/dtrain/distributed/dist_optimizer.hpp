@@ -20,10 +20,11 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
 #include <dtrain/distributed/bucket_schedule.hpp>
-#include <dtrain/distributed/compression.hpp>
+#include <dtrain/distributed/comm_hook.hpp>
+#include <dtrain/distributed/compression_hook.hpp>
 #include <dtrain/distributed/detail/backward_passes.hpp>
-#include <dtrain/distributed/detail/compressed_comm.hpp>
 #include <dtrain/distributed/detail/construction_checks.hpp>
+#include <dtrain/distributed/detail/hooked_comm.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
 #include <dtrain/distributed/detail/nonfinite.hpp>
 #include <dtrain/distributed/detail/state_sync.hpp>
@@ -52,14 +53,15 @@ namespace dtrain {
 /// the range form (has_step_range_v), step() then updates bucket by bucket while the next reduction is in
 /// flight, bitwise one Opt::step(). Without overlap, step() reduces the buckets one after the other.
 ///
-/// With options.compression every bucket travels compressed (GradientCompressor: fp16 or bf16, fp32
-/// accumulation; top-k with error feedback) at every rank count; its decoded sum is averaged and checked.
+/// Each bucket is summed by the communication hook (comm_hook.hpp): the one options.compression selects
+/// (CompressionHook: the plain all-reduce; fp16 or bf16 with fp32 accumulation, or top-k with error
+/// feedback, at every rank count), or one installed by register_comm_hook(). Its sum is averaged and checked.
 ///
 /// Gradient accumulation (options.accumulation_steps = k, DDP's no_sync): k backward passes, then one
 /// step(), which divides by size() * k; it throws dtrain::Error after another number of passes. Model state
-/// (BatchNorm statistics) follows options.state_sync after every step. With one rank and k = 1 nothing is
-/// communicated or scaled; nothing allocates in step() after the first. Not copyable or movable (the
-/// model's hooks refer to it); must not outlive the model.
+/// (BatchNorm statistics) follows options.state_sync after every step. With one rank, k = 1 and the plain
+/// all-reduce nothing is communicated or scaled; nothing allocates in step() after the first. Not copyable
+/// or movable (the model's hooks refer to it); must not outlive the model.
 ///
 /// @tparam Comm a communicator policy (is_communicator_v<Comm>).
 /// @tparam Opt a local optimizer (is_optimizer_v<Opt>) whose value_type is the model's element type.
@@ -105,18 +107,15 @@ public:
         detail::share_initial_state(model_, opt_, std::vector<Range>(std::size_t(comm_.size()), whole),
                                     options_.root, comm_.mpi_comm());
 
-        std::vector<Bucket> buckets =
-            make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type));
-        codec_ = GradientCompressor<value_type>(options_.compression, options_.topk_ratio, buckets,
-                                                model_.num_parameters(), comm_.rank(), comm_.size());
-        codec_.template check_communicator<Comm>();
-        schedule_ = Schedule(std::move(buckets));
+        schedule_ =
+            Schedule(make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type)));
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         const bool overlapping = options_.overlap && comm_.size() > 1;
         const bool progress = overlapping && schedule_.size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
-        if (overlapping) codec_.prewarm(comm_, model_.num_parameters());
+        hook_.install(CompressionHook<value_type>(options_.compression, options_.topk_ratio),
+                      schedule_.buckets(), model_.num_parameters(), comm_, overlapping);
         passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
         // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a split
         // layer) can start its reduction before the layer's backward() has finished.
@@ -177,7 +176,7 @@ public:
         passes_.check_step("DistOptimizer::step");
         OperationScope op("DistOptimizer::step", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         Span<value_type> grads = model_.gradients(), params = model_.parameters();
-        const bool multi = comm_.size() > 1, reduce = multi || options_.compression != Compression::None;
+        const bool multi = comm_.size() > 1, reduce = multi || !hook_.plain();
         auto w = wire();
         std::unique_lock<std::mutex> lock(mutex_);
         progress_.rethrow_error();
@@ -194,10 +193,10 @@ public:
             }
             if (multi && b < schedule_.launched()) {
                 schedule_.complete(w, b);
-                codec_.finish(grads, g);
+                hook_->finish(GradBucket<value_type>{g, b, k});
             } else if (reduce) {
                 TimelineScope scope("allreduce", "comm", "bucket", std::int64_t(b));
-                codec_.reduce(comm_, grads, g);
+                hook_->reduce(comm_, GradBucket<value_type>{g, b, k});
             }
             if (!pipelined) {
                 if (!detail::scale_and_check(g.data(), g.size(), scale_, check) && bad == schedule_.size())
@@ -223,13 +222,13 @@ public:
         }
         if (!pipelined && bad < schedule_.size()) {
             if (options_.nonfinite == NonFinite::Stop) nonfinite(schedule_.buckets()[bad]);
-            ++skipped_;  // the compression's residuals stay those of the last applied step
+            ++skipped_;  // the hook's state (top-k residuals) stays that of the last applied step
         } else {
             if (!pipelined) {
                 TimelineScope scope("optimizer step", "optim");
                 opt_.step(params, Span<const value_type>(grads.data(), grads.size()));
             }
-            codec_.commit();
+            hook_->commit();
         }
         if (multi) detail::sync_model_state(comm_, model_.state(), options_.state_sync, options_.root);
     }
@@ -269,8 +268,26 @@ public:
     const SyncOptions& options() const noexcept { return options_; }
     /// The gradient buckets, in reduction order (bucket 0 holds the last layers).
     const std::vector<Bucket>& buckets() const noexcept { return schedule_.buckets(); }
-    /// The gradient compression (options().compression) with its top-k residuals (saved by checkpoints).
-    GradientCompressor<value_type>& compressor() noexcept { return codec_; }
+    /// The built-in hook's compressor with its top-k residuals (an idle None one under another hook type).
+    GradientCompressor<value_type>& compressor() noexcept { return hook_.compressor(); }
+    /// The hook if it is a Hook (CompressionHook<value_type> unless another was registered), else nullptr.
+    template <class Hook>
+    Hook* comm_hook() noexcept {
+        return hook_.template get<Hook>();
+    }
+    /// The hook's describe(), which checkpoints store and compare ("none", "fp16", "topk(ratio=0.01)", ...).
+    std::string comm_hook_description() const { return hook_->describe(); }
+    /// This rank's state of the hook (top-k residuals; empty for a stateless one), saved by checkpoints.
+    Span<value_type> comm_hook_state() { return hook_->state(); }
+
+    /// Replaces the communication hook that sums each bucket (is_comm_hook_v, comm_hook.hpp) and returns it;
+    /// overlap, averaging and the non-finite check stay. Collective, between steps: throws dtrain::Error on
+    /// every rank after a backward pass without a step, or when describe() differs across ranks.
+    template <class Hook>
+    Hook& register_comm_hook(Hook hook) {
+        return hook_.replace(std::move(hook), passes_.passes() + schedule_.launched(), options_, opt_.steps(),
+                             mutex_, schedule_.buckets(), model_.num_parameters(), comm_);
+    }
     /// True if this DistOptimizer runs a progress thread (see the class comment).
     bool progress_thread() const noexcept { return progress_.running(); }
     /// This rank's reports since the last reset_report().
@@ -290,11 +307,11 @@ public:
     double global_mean(double x) { return global_sum(x) / double(comm_.size()); }
 
 private:
-    using Schedule = BucketSchedule<detail::CompressedComm<Comm, value_type>, value_type>;
+    using Schedule = BucketSchedule<detail::HookedComm<Comm, value_type>, value_type>;
 
-    // The communicator as the schedule sees it: starting a bucket's reduction encodes it first.
-    detail::CompressedComm<Comm, value_type> wire() noexcept {
-        return detail::CompressedComm<Comm, value_type>(comm_, codec_, model_.gradients());
+    // The communicator as the schedule sees it: starting a bucket's reduction runs the hook.
+    detail::HookedComm<Comm, value_type> wire() noexcept {
+        return detail::HookedComm<Comm, value_type>(comm_, *hook_, schedule_.buckets(), model_.gradients());
     }
 
     // Advances the started reductions (the progress thread's work; under mutex_).
@@ -324,7 +341,7 @@ private:
     // Throws the error of a non-finite gradient in bucket `k`, naming the step, the value and the layer.
     [[noreturn]] void nonfinite(const Bucket& k) {
         throw Error(detail::nonfinite_step_message(model_, k.offset, k.size, opt_.steps(), comm_.size(),
-                                                   codec_.nonfinite_hint()));
+                                                   hook_->nonfinite_hint()));
     }
 
     // Completes the reductions started during backward() that step() will not consume.
@@ -339,7 +356,7 @@ private:
     SyncOptions options_;
     Comm comm_;
     detail::BackwardPasses passes_;
-    GradientCompressor<value_type> codec_;
+    detail::CommHookSlot<Comm, value_type> hook_;  // declared before the requests on its wire buffers
     Schedule schedule_;
     std::mutex mutex_;         // serialises comm_ and schedule_ between this thread and progress_
     ProgressThread progress_;  // declared after what it polls, so it stops first

@@ -37,7 +37,8 @@ enum class NonFinite {
 };
 
 /// How the synchronous DistOptimizer compresses each gradient bucket on the wire (see
-/// distributed/compression.hpp).
+/// distributed/compression.hpp): each setting selects a built-in communication hook (CompressionHook,
+/// distributed/compression_hook.hpp), which DistOptimizer::register_comm_hook() can replace.
 enum class Compression {
     None,  ///< float gradients, all-reduced as they are.
     Fp16,  ///< converted to IEEE binary16 (Half), summed with fp32 accumulation, converted back and averaged.
