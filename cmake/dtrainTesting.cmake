@@ -38,12 +38,21 @@ if(DTRAIN_SANITIZERS)
   list(APPEND DTRAIN_TEST_ENVIRONMENT ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1)
 endif()
 
-# dtrain_add_test(<name> SOURCES <files...> [RANKS <n...>] [TIMEOUT <s>] [LABELS <l...>])
+# dtrain_add_test(<name> SOURCES <files...> [PROGRAM <program>] [RANKS <n...>] [TIMEOUT <s>] [LABELS <l...>])
 #
 # Builds one test executable from SOURCES plus the shared MPI Catch2 main and registers it once per
 # process count as <name>.np<n>, run through MPIEXEC_EXECUTABLE (mpiexec.mpich or mpiexec.openmpi) with
 # DTRAIN_MPIEXEC_PREFLAGS and DTRAIN_TEST_ENVIRONMENT. RANKS defaults to 1. Each registration gets a
 # TIMEOUT (default 120 s) so a hang fails instead of blocking CI.
+#
+# With PROGRAM, SOURCES join the executable <program> that the tests of a directory share instead (created
+# by the first test that names it), compiled as a unity build (the sources #included into batches, so the
+# headers are parsed once per batch instead of once per source), and <name> runs only its own sources' test
+# cases: Catch2's --filenames-as-tags tags every case with [#<file name without extension>], and the test
+# selects its files' tags, hidden cases ([.]) left out as in a run without a filter; it fails when no case
+# matches (--warn NoTests). A test whose program needs something of its own (a replaced operator new, linker
+# options, sources that must stay separate translation units, a program other tests launch whole) has no
+# PROGRAM.
 #
 # Labels: np<n>, the LABELS given, and `quick` for the registrations with 1 or 2 ranks unless LABELS holds
 # `slow`: the edit-test loop (scripts/test.sh --quick) runs `ctest -L quick` after building only the
@@ -51,20 +60,39 @@ endif()
 # CMakeLists.txt collects them from the global property DTRAIN_QUICK_TEST_TARGETS). Runs with 3 or more
 # ranks are oversubscribed on 2 cores, where MPICH busy-polls; they run in the full suite only.
 function(dtrain_add_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;RANKS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT;PROGRAM" "SOURCES;RANKS;LABELS" ${ARGN})
   if(NOT T_RANKS)
     set(T_RANKS 1)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::precompiled dtrain_warnings)
+  set(program ${name})
+  set(filter)
+  if(T_PROGRAM)
+    set(program ${T_PROGRAM})
+    if(NOT TARGET ${program})
+      add_executable(${program})
+      target_link_libraries(${program} PRIVATE dtrain_test_main dtrain::precompiled dtrain_warnings)
+      set_target_properties(${program} PROPERTIES UNITY_BUILD ON)
+    endif()
+    target_sources(${program} PRIVATE ${T_SOURCES})
+    set(tags)
+    foreach(source IN LISTS T_SOURCES)
+      get_filename_component(stem ${source} NAME_WE)
+      list(APPEND tags "[#${stem}]~[.]")
+    endforeach()
+    list(JOIN tags "," tags)
+    set(filter --filenames-as-tags --warn NoTests ${tags})
+  else()
+    add_executable(${name} ${T_SOURCES})
+    target_link_libraries(${name} PRIVATE dtrain_test_main dtrain::precompiled dtrain_warnings)
+  endif()
   set(quick_target FALSE)
   foreach(np IN LISTS T_RANKS)
     add_test(NAME ${name}.np${np}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${DTRAIN_MPIEXEC_PREFLAGS}
-                     $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+                     $<TARGET_FILE:${program}> ${MPIEXEC_POSTFLAGS} ${filter})
     set(labels np${np} ${T_LABELS})
     if(np LESS_EQUAL 2 AND NOT "slow" IN_LIST T_LABELS)
       list(APPEND labels quick)
@@ -75,7 +103,7 @@ function(dtrain_add_test name)
                          ENVIRONMENT "${DTRAIN_TEST_ENVIRONMENT};DTRAIN_TEST_NAME=${name}.np${np}")
   endforeach()
   if(quick_target)
-    set_property(GLOBAL APPEND PROPERTY DTRAIN_QUICK_TEST_TARGETS ${name})
+    set_property(GLOBAL APPEND PROPERTY DTRAIN_QUICK_TEST_TARGETS ${program})
   endif()
 endfunction()
 

@@ -13,17 +13,10 @@
 
 using dtrain::CsvLayout;
 using dtrain::CsvOptions;
+using dtrain::test::contains;
 using dtrain::test::error_message;
 using dtrain::test::TempDir;
 using dtrain::test::write_text;
-
-namespace {
-
-bool contains(const std::string& s, const std::string& sub) {
-    return s.find(sub) != std::string::npos;
-}
-
-}  // namespace
 
 TEST_CASE("CSV with a header: string labels map to sorted ids, features are parsed", "[data][csv]") {
     TempDir dir("csv_rt");

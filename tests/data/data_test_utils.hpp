@@ -41,6 +41,11 @@ private:
     std::filesystem::path path_;
 };
 
+/// Whether `sub` occurs in `s`.
+inline bool contains(const std::string& s, const std::string& sub) {
+    return s.find(sub) != std::string::npos;
+}
+
 /// Writes `bytes` to `path` as is.
 inline void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -10,6 +10,7 @@
 
 #include "data_test_utils.hpp"
 
+using dtrain::test::contains;
 using dtrain::test::error_message;
 using dtrain::test::gzip_bytes;
 using dtrain::test::idx_bytes;
@@ -18,10 +19,6 @@ using dtrain::test::TempDir;
 using dtrain::test::write_bytes;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& sub) {
-    return s.find(sub) != std::string::npos;
-}
 
 // Writes a 4-image Fashion-MNIST test split into `dir` (images gzip-compressed, labels 9, 0, 3, 1 raw);
 // returns the pixels.

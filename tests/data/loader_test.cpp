@@ -19,13 +19,10 @@
 
 using dtrain::DataLoader;
 using dtrain::LoaderOptions;
+using dtrain::test::contains;
 using dtrain::test::error_message;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& sub) {
-    return s.find(sub) != std::string::npos;
-}
 
 /// n samples of `width` features where feature j of sample i is i * 100 + j; label i % 3.
 dtrain::Dataset indexed_dataset(std::size_t n, std::size_t width = 2) {

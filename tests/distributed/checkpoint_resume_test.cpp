@@ -31,21 +31,21 @@ using dtrain::Model;
 using dtrain::TrainingPosition;
 
 // 48 samples, 12 per step over all ranks: 4 steps per epoch at 1, 2, 3 or 4 ranks.
-constexpr std::size_t kSamples = 48, kGlobal = 12;
-constexpr std::uint64_t kEpochs = 3, kSeed = 11;
+constexpr std::size_t kResumeSamples = 48, kGlobal = 12;
+constexpr std::uint64_t kResumeEpochs = 3, kSeed = 11;
 constexpr std::uint64_t kStopStep = 6;  // two steps into the second epoch: 24 of its 48 samples
 
-dtrain::Dataset make_data() {
+dtrain::Dataset make_resume_data() {
     dtrain::Rng rng(5);
-    auto x = dtrain::test::random_tensor<float>({kSamples, 6}, rng);
-    auto y = dtrain::Labels::from_shape({kSamples});
+    auto x = dtrain::test::random_tensor<float>({kResumeSamples, 6}, rng);
+    auto y = dtrain::Labels::from_shape({kResumeSamples});
     for (auto& v : y)
         v = std::int32_t(rng.below(3));
     return dtrain::make_dataset(std::move(x), std::move(y));
 }
 
 // No BatchNorm or Dropout: their results depend on how a step's samples are split among the ranks.
-Model<float> make_model(std::uint64_t seed) {
+Model<float> make_resume_model(std::uint64_t seed) {
     Model<float> m({6}, seed);
     m.add(dtrain::Dense<float>(6, 16)).add(dtrain::Tanh<float>()).add(dtrain::Dense<float>(16, 3));
     return m;
@@ -63,7 +63,7 @@ Run train(MPI_Comm comm, const dtrain::Dataset& data, const std::string& path, b
           std::uint64_t stop) {
     const int size = dtrain::comm_size(comm), rank = dtrain::comm_rank(comm);
     const std::size_t batch = kGlobal / std::size_t(size);
-    Model<float> model = make_model(resume ? 99 : 1);
+    Model<float> model = make_resume_model(resume ? 99 : 1);
     dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(
         model, dtrain::SGD<float>(dtrain::SGDOptions().lr(0.2).momentum(0.9)), {}, comm);
     TrainingPosition pos;
@@ -73,16 +73,16 @@ Run train(MPI_Comm comm, const dtrain::Dataset& data, const std::string& path, b
     }
     dtrain::ShardOptions so;
     so.seed = kSeed;
-    dtrain::DataLoader loader(data, dtrain::DistributedSampler(kSamples, rank, size, so), {batch});
+    dtrain::DataLoader loader(data, dtrain::DistributedSampler(kResumeSamples, rank, size, so), {batch});
     std::map<float, int> id;  // a sample by its first feature (random, so distinct)
-    for (std::size_t i = 0; i < kSamples; ++i)
+    for (std::size_t i = 0; i < kResumeSamples; ++i)
         id[data.features.data()[i * 6]] = int(i);
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
     Run run;
-    run.visits.assign(kSamples, 0);
+    run.visits.assign(kResumeSamples, 0);
     std::uint64_t step = pos.step;
-    for (std::uint64_t e = pos.epoch; e < kEpochs; ++e) {
+    for (std::uint64_t e = pos.epoch; e < kResumeEpochs; ++e) {
         std::uint64_t samples = 0;
         if (resume && e == pos.epoch) {
             loader.seek_samples(e, pos.samples, int(pos.ranks));
@@ -107,12 +107,12 @@ Run train(MPI_Comm comm, const dtrain::Dataset& data, const std::string& path, b
                 at.batch_size = batch;
                 at.seed = kSeed;
                 dtrain::save_checkpoint(path, opt, at);
-                e = kEpochs;
+                e = kResumeEpochs;
                 break;
             }
         }
     }
-    MPI_Allreduce(MPI_IN_PLACE, run.visits.data(), int(kSamples), MPI_INT, MPI_SUM, comm);
+    MPI_Allreduce(MPI_IN_PLACE, run.visits.data(), int(kResumeSamples), MPI_INT, MPI_SUM, comm);
     run.params.assign(model.parameters().begin(), model.parameters().end());
     run.steps = opt.optimizer().steps();
     return run;
@@ -128,7 +128,7 @@ MPI_Comm first_ranks(int n) {
 // Runs whole at `before` ranks, stops at `before` ranks after kStopStep, resumes at `after` ranks; checks
 // on world rank 0 (a member of every group) and prints the figures.
 void check_resume_at(int before, int after, const std::string& tag) {
-    const auto data = make_data();
+    const auto data = make_resume_data();
     const std::string path = dtrain::test::shared_temp_path("dtrain_resume", tag);
     MPI_Comm a = first_ranks(before), b = first_ranks(after);
     Run whole, stopped, resumed;
@@ -145,7 +145,7 @@ void check_resume_at(int before, int after, const std::string& tag) {
             max_abs = std::max(max_abs, double(std::fabs(whole.params[i])));
         }
         int before_stop = 0, after_stop = 0, once = 0;
-        for (std::size_t i = 0; i < kSamples; ++i) {
+        for (std::size_t i = 0; i < kResumeSamples; ++i) {
             before_stop += stopped.visits[i];
             after_stop += resumed.visits[i];
             once += stopped.visits[i] + resumed.visits[i] == 1 ? 1 : 0;
@@ -154,13 +154,13 @@ void check_resume_at(int before, int after, const std::string& tag) {
             "resume %d -> %d ranks (%zu samples per step): interrupted epoch %d + %d samples, %d of "
             "%zu exactly once; max |parameter difference| to the uninterrupted run %.3g (largest "
             "|parameter| %.3g), %llu steps\n",
-            before, after, kGlobal, before_stop, after_stop, once, kSamples, max_diff, max_abs,
+            before, after, kGlobal, before_stop, after_stop, once, kResumeSamples, max_diff, max_abs,
             static_cast<unsigned long long>(resumed.steps));
         CHECK(before_stop == 24);
         CHECK(after_stop == 24);
-        CHECK(once == int(kSamples));
+        CHECK(once == int(kResumeSamples));
         CHECK(resumed.steps == whole.steps);
-        CHECK(whole.steps == kEpochs * kSamples / kGlobal);
+        CHECK(whole.steps == kResumeEpochs * kResumeSamples / kGlobal);
         if (before == after)
             CHECK(resumed.params == whole.params);
         else

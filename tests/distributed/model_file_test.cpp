@@ -22,7 +22,7 @@ namespace {
 
 using dtrain::Model;
 
-Model<float> make_model(std::uint64_t seed, bool tanh = false) {
+Model<float> make_saved_model(std::uint64_t seed, bool tanh = false) {
     Model<float> m({5}, seed);
     m.add(dtrain::Dense<float>(5, 8)).add(dtrain::BatchNorm1d<float>(8));
     if (tanh)
@@ -33,7 +33,7 @@ Model<float> make_model(std::uint64_t seed, bool tanh = false) {
     return m;
 }
 
-std::string temp_path(const std::string& tag) {
+std::string model_file_path(const std::string& tag) {
     return dtrain::test::shared_temp_path("dtrain_model", tag);
 }
 
@@ -41,8 +41,8 @@ std::string temp_path(const std::string& tag) {
 
 TEST_CASE("save_model / load_model round trip: parameters, state, extra state, extras; predictions equal",
           "[model_file]") {
-    const std::string path = temp_path("round");
-    Model<float> trained = make_model(1);
+    const std::string path = model_file_path("round");
+    Model<float> trained = make_saved_model(1);
     dtrain::Rng rng(9);
     for (auto& v : trained.state())  // BatchNorm running statistics as training would leave them
         v = float(rng.uniform(0.5, 1.5));
@@ -51,7 +51,7 @@ TEST_CASE("save_model / load_model round trip: parameters, state, extra state, e
     extras.texts = {{"classes", "setosa\nversicolor\nvirginica"}, {"note", ""}};
     dtrain::save_model(path, trained, extras);
 
-    Model<float> fresh = make_model(2);  // other initial values
+    Model<float> fresh = make_saved_model(2);  // other initial values
     const dtrain::ModelExtras read = dtrain::load_model(path, fresh);
     CHECK(read == extras);
     CHECK(read.texts.at("classes") == "setosa\nversicolor\nvirginica");
@@ -69,17 +69,17 @@ TEST_CASE("save_model / load_model round trip: parameters, state, extra state, e
 TEST_CASE(
     "load_model names the first differing layer and leaves the model as it was; bad files fail everywhere",
     "[model_file]") {
-    const std::string path = temp_path("errors");
-    Model<float> trained = make_model(1);
+    const std::string path = model_file_path("errors");
+    Model<float> trained = make_saved_model(1);
     dtrain::save_model(path, trained);
-    Model<float> other = make_model(4, /*tanh=*/true);
+    Model<float> other = make_saved_model(4, /*tanh=*/true);
     const std::vector<float> before(other.parameters().begin(), other.parameters().end());
     CHECK_THROWS_WITH(
         dtrain::load_model(path, other),
         Catch::Contains("holds another model: layer 2 is ReLU (0 parameters) in the file but Tanh (0 "
                         "parameters) in this model"));
     CHECK(std::equal(before.begin(), before.end(), other.parameters().begin()));
-    Model<float> same = make_model(4);
+    Model<float> same = make_saved_model(4);
     CHECK_THROWS_WITH(dtrain::load_model(path + ".missing", same),
                       Catch::Contains("cannot open '" + path + ".missing'"));
     if (dtrain::test::world_rank() == 0) {

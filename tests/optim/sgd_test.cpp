@@ -14,6 +14,8 @@ using dtrain::SGDOptions;
 using dtrain::test::contains_all;
 using dtrain::test::cspan_of;
 using dtrain::test::error_message;
+using dtrain::test::grads3;
+using dtrain::test::p0;
 using dtrain::test::span_of;
 
 static_assert(dtrain::is_optimizer_v<SGD<float>>);
@@ -57,10 +59,6 @@ std::vector<double> reference_sgd(std::vector<double> p, const std::vector<std::
     }
     return p;
 }
-
-const std::vector<double> p0{1.0, -2.0, 0.5, 3.0, -0.25};
-const std::vector<std::vector<double>> grads3{
-    {0.1, 0.2, -0.3, 1.5, 0.0}, {-0.2, 0.1, 0.4, -1.0, 0.7}, {0.3, -0.1, 0.0, 0.25, -0.6}};
 
 }  // namespace
 
