@@ -20,7 +20,7 @@
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 set -euo pipefail
-pkgs=(build-essential cmake mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
+pkgs=(build-essential cmake ninja-build mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
       python3-sklearn libblas-dev)
 # libblas-dev (Debian's reference BLAS) is for the tests only: the package test builds a consumer that

@@ -92,6 +92,12 @@ run_config() {
     target=(--target dtrain_quick_tests)
     label=(-L quick)
   fi
+  # The presets build with Ninja; CMake refuses to reconfigure a directory made by another generator.
+  if [ -f "$dir/CMakeCache.txt" ] && ! grep -qx 'CMAKE_GENERATOR:INTERNAL=Ninja' "$dir/CMakeCache.txt"; then
+    echo "test.sh: $dir was configured with another CMake generator than the presets' Ninja;" \
+         "remove it (rm -rf $dir) and run again" >&2
+    return 1
+  fi
   cmake --preset "$name" || return 1
   cmake --build "$dir" -j"$(nproc)" "${target[@]}" || return 1
   (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${parallel[@]}" "${label_exclude[@]}" "${label[@]}" \
