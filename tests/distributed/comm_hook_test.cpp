@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -24,8 +25,9 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/optim/sgd.hpp>
-#include <optim/alloc_counter.hpp>
 #include <support/test_utils.hpp>
+
+#include "sync_training_run.hpp"
 
 namespace {
 
@@ -34,19 +36,11 @@ using dtrain::GradBucket;
 using dtrain::Model;
 using dtrain::Tensor;
 
-Model<float> make_model() {  // 6*24+24 + 24*3+3 = 243 parameters
-    Model<float> m({6}, 1);
-    m.add(dtrain::Dense<float>(6, 24)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(24, 3));
-    return m;
-}
+using Run = dtrain::test::SyncRun;
+using dtrain::test::sync_batch;
 
-void batch(int r, int s, std::size_t j, Tensor<float>& x, Tensor<float>& y) {
-    dtrain::Rng rng(std::uint64_t(1000 * r + 10 * s) + j + 1);
-    x = dtrain::test::random_tensor<float>({8, 6}, rng);
-    y = Tensor<float>::from_shape({8, 3});
-    for (std::size_t i = 0; i < 8; ++i)
-        for (std::size_t c = 0; c < 3; ++c)
-            y(i, c) = x(i, c) - 0.5f * x(i, c + 3) + 0.1f * float(r);
+Model<float> make_model() {
+    return dtrain::test::make_sync_model();
 }
 
 /// A user hook of the nonblocking form: the plain all-reduce, counting the buckets it finished.
@@ -86,37 +80,10 @@ struct CountingHook {
     dtrain::Span<float> state() { return dtrain::Span<float>(count.data(), count.size()); }
 };
 
-struct Run {
-    std::vector<float> params, state;
-    std::size_t allocations = 0;
-};
-
 /// `steps` steps of SGD with momentum under `o`; `install(opt)` registers a hook first.
 template <class Comm, class Install>
 Run train(const dtrain::SyncOptions& o, int steps, Install&& install) {
-    Model<float> model = make_model();
-    dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(
-        model, dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9)), o);
-    install(opt);
-    dtrain::MeanSquaredError<float> mse;
-    Tensor<float> x, y, grad;
-    Run run;
-    for (int s = 0; s < steps; ++s) {
-        opt.zero_grad();
-        for (std::size_t j = 0; j < o.accumulation_steps; ++j) {
-            batch(opt.rank(), s, j, x, y);
-            mse.compute(model.forward(x), y, grad);
-            const std::size_t a = dtrain::test::allocation_count;
-            model.backward(grad);
-            if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
-        }
-        const std::size_t a = dtrain::test::allocation_count;
-        opt.step();
-        if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
-    }
-    run.params.assign(model.parameters().begin(), model.parameters().end());
-    run.state.assign(opt.comm_hook_state().begin(), opt.comm_hook_state().end());
-    return run;
+    return dtrain::test::sync_run<Comm>(o, steps, std::forward<Install>(install));
 }
 
 dtrain::CompressionHook<float> builtin(Compression c, double ratio) {
@@ -189,7 +156,7 @@ TEST_CASE(
     dtrain::DistOptimizer<dtrain::Collective, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.1), o);
     PlainHook& hook = opt.register_comm_hook(PlainHook{});
     Tensor<float> x, y, grad;
-    batch(opt.rank(), 0, 0, x, y);
+    sync_batch(opt.rank(), 0, 0, x, y);
     opt.zero_grad();
     dtrain::MeanSquaredError<float>().compute(model.forward(x), y, grad);
     model.backward(grad);
@@ -211,7 +178,7 @@ TEST_CASE("A stateful hook commits applied steps only, and checkpoints save and 
         CHECK(hook.buckets == opt.buckets().size());
         Tensor<float> x, y, grad;
         for (int s = 0; s < 4; ++s) {
-            batch(opt.rank(), s, 0, x, y);
+            sync_batch(opt.rank(), s, 0, x, y);
             opt.zero_grad();
             dtrain::MeanSquaredError<float>().compute(model.forward(x), y, grad);
             model.backward(grad);
@@ -244,7 +211,7 @@ TEST_CASE("A checkpoint of the top-k options loads into a run with the top-k hoo
     const std::string path = dtrain::test::shared_temp_path("dtrain_comm_hook", "topk.ckpt");
     const auto one_step = [&](auto& opt, Model<float>& model) {
         Tensor<float> x, y, grad;
-        batch(opt.rank(), 0, 0, x, y);
+        sync_batch(opt.rank(), 0, 0, x, y);
         opt.zero_grad();
         dtrain::MeanSquaredError<float>().compute(model.forward(x), y, grad);
         model.backward(grad);
@@ -294,7 +261,7 @@ TEST_CASE("Registration is checked on every rank: the same hook, between steps",
         CHECK(opt.comm_hook_description() == "none");  // the hook before stays
     }
     Tensor<float> x, y, grad;
-    batch(opt.rank(), 0, 0, x, y);
+    sync_batch(opt.rank(), 0, 0, x, y);
     opt.zero_grad();
     dtrain::MeanSquaredError<float>().compute(model.forward(x), y, grad);
     model.backward(grad);

@@ -28,8 +28,9 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/losses/mse.hpp>
 #include <dtrain/optim/sgd.hpp>
-#include <optim/alloc_counter.hpp>
 #include <support/test_utils.hpp>
+
+#include "sync_training_run.hpp"
 
 namespace {
 
@@ -42,62 +43,20 @@ using dtrain::Tensor;
 constexpr Compression all_settings[] = {Compression::None, Compression::Fp16, Compression::Bf16,
                                         Compression::TopK};
 
-Model<float> make_model(std::uint64_t seed = 1) {  // 6*24+24 + 24*3+3 = 243 parameters
-    Model<float> m({6}, seed);
-    m.add(dtrain::Dense<float>(6, 24)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(24, 3));
-    return m;
-}
+using Run = dtrain::test::SyncRun;
+using dtrain::test::sync_batch;
 
-/// Rank r's batch of step s (pass j): x in [-1, 1), y a fixed function of x plus a rank-dependent shift.
-void batch(int r, int s, std::size_t j, Tensor<float>& x, Tensor<float>& y) {
-    dtrain::Rng rng(std::uint64_t(1000 * r + 10 * s) + j + 1);
-    x = dtrain::test::random_tensor<float>({8, 6}, rng);
-    y = Tensor<float>::from_shape({8, 3});
-    for (std::size_t i = 0; i < 8; ++i)
-        for (std::size_t c = 0; c < 3; ++c)
-            y(i, c) = x(i, c) - 0.5f * x(i, c + 3) + 0.1f * float(r);
+Model<float> make_model(std::uint64_t seed = 1) {
+    return dtrain::test::make_sync_model(seed);
 }
-
-/// The global mean squared error of `model` on every rank's batch of step 1000.
 double eval_loss(Model<float>& model) {
-    Tensor<float> x, y, grad;
-    batch(dtrain::world_rank(), 1000, 0, x, y);
-    dtrain::MeanSquaredError<float> mse;
-    const double l = double(mse.compute(model.forward(x), y, grad));
-    return dtrain::detail::allreduce_value(l, MPI_SUM, MPI_COMM_WORLD) / dtrain::world_size();
+    return dtrain::test::sync_eval_loss(model);
 }
-
-struct Run {
-    std::vector<float> params;
-    double loss = 0.0;
-    std::size_t allocations = 0;  // in backward() and step() after two warm-up steps
-};
 
 /// `steps` steps of SGD with momentum under `o` on DistOptimizer<Comm>.
 template <class Comm>
 Run train(const dtrain::SyncOptions& o, int steps) {
-    Model<float> model = make_model();
-    dtrain::DistOptimizer<Comm, dtrain::SGD<float>> opt(
-        model, dtrain::SGD<float>(dtrain::SGDOptions().lr(0.05).momentum(0.9)), o);
-    dtrain::MeanSquaredError<float> mse;
-    Tensor<float> x, y, grad;
-    Run run;
-    for (int s = 0; s < steps; ++s) {
-        opt.zero_grad();
-        for (std::size_t j = 0; j < o.accumulation_steps; ++j) {
-            batch(opt.rank(), s, j, x, y);
-            mse.compute(model.forward(x), y, grad);
-            const std::size_t a = dtrain::test::allocation_count;
-            model.backward(grad);
-            if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
-        }
-        const std::size_t a = dtrain::test::allocation_count;
-        opt.step();
-        if (s >= 2) run.allocations += dtrain::test::allocation_count - a;
-    }
-    run.params.assign(model.parameters().begin(), model.parameters().end());
-    run.loss = eval_loss(model);
-    return run;
+    return dtrain::test::sync_run<Comm>(o, steps);
 }
 
 std::uint64_t hash(const std::vector<float>& v) {
@@ -323,7 +282,7 @@ TEST_CASE("Compression with a non-finite gradient: Stop names fp16's range, Skip
         dtrain::DistOptimizer<dtrain::Ring, dtrain::SGD<float>> opt(model, dtrain::SGD<float>(0.01), o);
         dtrain::MeanSquaredError<float> mse;
         Tensor<float> x, y, grad;
-        batch(opt.rank(), 0, 0, x, y);
+        sync_batch(opt.rank(), 0, 0, x, y);
         opt.zero_grad();
         mse.compute(model.forward(x), y, grad);
         model.backward(grad);
@@ -410,7 +369,7 @@ std::vector<float> topk_run(const std::string& path, int save_after, bool resume
     dtrain::MeanSquaredError<float> mse;
     Tensor<float> x, y, grad;
     for (int s = first; s < kSteps; ++s) {
-        batch(opt.rank(), s, 0, x, y);
+        sync_batch(opt.rank(), s, 0, x, y);
         opt.zero_grad();
         mse.compute(model.forward(x), y, grad);
         model.backward(grad);
