@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs dtrain's whole test suite (the README's command 2) in every
 # configuration CI checks, each in its own build directory (the CMake presets of CMakePresets.json):
-#   release   MPICH 4.0, Release                                              build/
+#   release   MPICH 4.0, Release, then the quick tier again with DTRAIN_KERNELS=reference    build/
 #   asan      MPICH 4.0, AddressSanitizer + UndefinedBehaviorSanitizer, -O0 -g1, the quick tier (the unit
 #             tests at 1 and 2 ranks), building only their programs                  build-asan/
 #   openmpi   Open MPI 4.1, Release, the tests labelled `mpi` (those whose outcome depends on the MPI
@@ -102,6 +102,14 @@ run_config() {
   cmake --build "$dir" -j"$(nproc)" "${target[@]}" || return 1
   (cd "$dir" && env "${env[@]}" ctest --output-on-failure "${parallel[@]}" "${label_exclude[@]}" "${label[@]}" \
     ${ctest_args[@]+"${ctest_args[@]}"}) || return 1
+  # The unit tests once more on the kernels every CPU without AVX2 runs (ARM, older x86-64):
+  # DTRAIN_KERNELS=reference, im2col + BLAS convolutions and BLAS products (the DTRAIN_KERNELS tests set
+  # their own value and are left out).
+  if [ "$name" = release ] && [ $quick -eq 0 ]; then
+    echo "=== test.sh: the quick tier again with DTRAIN_KERNELS=reference"
+    (cd "$dir" && env "${env[@]}" DTRAIN_KERNELS=reference ctest --output-on-failure "${parallel[@]}" -L quick \
+      -E '^nn_kernel_set_test' ${ctest_args[@]+"${ctest_args[@]}"}) || return 1
+  fi
 }
 
 # Tests run $(nproc) at a time unless the arguments say otherwise; each declares the cores it needs (PROCESSORS),
