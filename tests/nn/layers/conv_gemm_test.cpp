@@ -8,6 +8,7 @@
 #include <dtrain/core/rng.hpp>
 #include <dtrain/nn/layers/detail/conv_gemm.hpp>
 
+#include "nn/layers/blocked_sum.hpp"
 #include "support/test_utils.hpp"
 
 #ifdef DTRAIN_X86_DISPATCH
@@ -39,7 +40,7 @@ const std::vector<GemmCase> gemm_cases = {
 
 }  // namespace
 
-TEST_CASE("GemmConv: forward is bitwise the direct kernel's (the bias starts the sum, taps in order)",
+TEST_CASE("GemmConv: forward is bitwise the direct kernel's (the bias, then the taps' blocked sums)",
           "[nn][conv2d][avx512]") {
     if (!dtrain::detail::gemm_avx512_available() || !dtrain::detail::direct_conv_available()) {
         WARN("GemmConv not run: this CPU has no AVX-512F, or DTRAIN_KERNELS is not native");
@@ -71,8 +72,8 @@ TEST_CASE("GemmConv: forward is bitwise the direct kernel's (the bias starts the
 }
 
 TEST_CASE(
-    "GemmConv: dW is one in-order FMA chain over the batch's positions, dX the column fold of "
-    "in-order chains over the channels, db the sums of dY",
+    "GemmConv: dW is the blocked sum over each chunk's positions, dX the column fold of blocked sums over "
+    "the channels, db the sums of dY",
     "[nn][conv2d][avx512]") {
     if (!dtrain::detail::cpu_has_avx512f()) {
         WARN("this CPU has no AVX-512F: GemmConv not run (Conv2d<float> uses the direct kernels here)");
@@ -96,13 +97,19 @@ TEST_CASE(
             const std::size_t ci = t / (cs.kh * cs.kw), ki = t / cs.kw % cs.kh, kj = t % cs.kw;
             return (s * cs.c + ci) * plane + (q / g.ow + ki) * cs.w + q % g.ow + kj;
         };
+        // dW: each chunk of samples (as GemmConv unfolds them) one blocked sum over its positions, added in
+        // order
+        const std::size_t chunk = dtrain::detail::col_chunk_samples(cs.n, sizeof(float) * fan * pos);
         std::size_t dw_wrong = 0, dx_wrong = 0;
         for (std::size_t o = 0; o < cs.out; ++o)
             for (std::size_t t = 0; t < fan; ++t) {
                 float r = 0.0f;
-                for (std::size_t s = 0; s < cs.n; ++s)
-                    for (std::size_t q = 0; q < pos; ++q)
-                        r = std::fma(x[at(s, t, q)], dy[(s * cs.out + o) * pos + q], r);
+                for (std::size_t s0 = 0; s0 < cs.n; s0 += chunk)
+                    r = dtrain::test::blocked_fma_sum(
+                        r, s0 > 0, std::min(chunk, cs.n - s0) * pos, [&](std::size_t p, int q) {
+                            const std::size_t s = s0 + p / pos;
+                            return q == 0 ? x[at(s, t, p % pos)] : dy[(s * cs.out + o) * pos + p % pos];
+                        });
                 dw_wrong += dw[o * fan + t] != r;
             }
         // Each input sums its taps in tap order (col2im), by kernel column first where the output rows are a
@@ -118,10 +125,10 @@ TEST_CASE(
         for (std::size_t s = 0; s < cs.n; ++s)
             for (const std::size_t t : taps)
                 for (std::size_t q = 0; q < pos; ++q) {
-                    float r = 0.0f;
-                    for (std::size_t o = 0; o < cs.out; ++o)
-                        r = std::fma(w[o * fan + t], dy[(s * cs.out + o) * pos + q], r);
-                    dx_ref[at(s, t, q)] += r;
+                    dx_ref[at(s, t, q)] +=
+                        dtrain::test::blocked_fma_sum(0.0f, false, cs.out, [&](std::size_t o, int k) {
+                            return k == 0 ? w[o * fan + t] : dy[(s * cs.out + o) * pos + q];
+                        });
                 }
         for (std::size_t i = 0; i < dx.size(); ++i)
             dx_wrong += dx[i] != dx_ref[i];

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -8,6 +9,7 @@
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 
+#include "nn/layers/blocked_sum.hpp"
 #include "support/test_utils.hpp"
 
 #ifdef DTRAIN_X86_DISPATCH
@@ -15,22 +17,36 @@
 using dtrain::Rng;
 using dtrain::test::random_floats;
 
-namespace {}  // namespace
+namespace {
 
-TEST_CASE("gemm_avx512: every element is the in-order FMA chain over k, in both layouts of A",
+// Relative RMS error of r against the double result e: ||r - e|| / ||e||.
+double gemm_rel_rms(const std::vector<float>& r, const std::vector<double>& e) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        num += (double(r[i]) - e[i]) * (double(r[i]) - e[i]);
+        den += e[i] * e[i];
+    }
+    return std::sqrt(num / den);
+}
+
+}  // namespace
+
+TEST_CASE("gemm_avx512: every element is the blocked sum of summation.hpp over k, in both layouts of A",
           "[nn][dense][avx512]") {
     if (!dtrain::detail::cpu_has_avx512f()) {
         WARN("this CPU has no AVX-512F: gemm_avx512 not run (Dense<float> uses BLAS here)");
         return;
     }
     // Row tiles of 6 with 1-5 rows left, strips of 64 columns with 1-4 vectors and masked ends, k = 0
-    // (C = 0 or C unchanged) and the MLP's shapes at batch 64. Strides wider than the rows.
+    // (C = 0 or C unchanged), the MLP's shapes at batch 64, and k over several chains and partial sums
+    // (ending inside a chain, on a chain's end, on a partial sum's end). Strides wider than the rows.
     struct Case {
         std::size_t m, n, k;
     };
-    const std::vector<Case> cases = {{1, 1, 1},  {6, 64, 5},  {7, 65, 3},    {13, 100, 17}, {11, 15, 40},
-                                     {2, 33, 9}, {5, 48, 0},  {64, 784, 64}, {512, 64, 37}, {64, 200, 300},
-                                     {4, 16, 1}, {3, 129, 2}, {12, 31, 8}};
+    const std::vector<Case> cases = {{1, 1, 1},     {6, 64, 5},  {7, 65, 3},    {13, 100, 17}, {11, 15, 40},
+                                     {2, 33, 9},    {5, 48, 0},  {64, 784, 64}, {512, 64, 37}, {64, 200, 300},
+                                     {4, 16, 1},    {3, 129, 2}, {12, 31, 8},   {7, 20, 2500}, {2, 17, 1024},
+                                     {9, 70, 1152}, {1, 3, 2048}};
     Rng rng(41);
     for (const auto& cs : cases) {
         for (const bool at : {false, true})
@@ -46,9 +62,10 @@ TEST_CASE("gemm_avx512: every element is the in-order FMA chain over k, in both 
                 std::size_t wrong = 0, touched = 0;
                 for (std::size_t i = 0; i < m; ++i) {
                     for (std::size_t j = 0; j < n; ++j) {
-                        float r = acc ? c0[i * ldc + j] : 0.0f;
-                        for (std::size_t p = 0; p < k; ++p)
-                            r = std::fma(a[i * ars + p * aks], b[p * ldb + j], r);
+                        const float r =
+                            dtrain::test::blocked_fma_sum(c0[i * ldc + j], acc, k, [&](std::size_t p, int q) {
+                                return q == 0 ? a[i * ars + p * aks] : b[p * ldb + j];
+                            });
                         wrong += c[i * ldc + j] != r;
                     }
                     for (std::size_t j = n; j < ldc; ++j)
@@ -57,6 +74,60 @@ TEST_CASE("gemm_avx512: every element is the in-order FMA chain over k, in both 
                 CHECK(wrong == 0);
                 CHECK(touched == 0);
             }
+    }
+}
+
+TEST_CASE("gemm_avx512: Dense 16384 -> 64 stays near the float64 result, where one chain of FMAs does not",
+          "[nn][dense][avx512]") {
+    if (!dtrain::detail::cpu_has_avx512f()) {
+        WARN("this CPU has no AVX-512F: gemm_avx512 not run (Dense<float> uses BLAS here)");
+        return;
+    }
+    // out^T [64, 64] = W [64, 16384] * x^T [16384, 64], as Dense<float>'s forward pass computes it
+    const std::size_t m = 64, n = 64, k = 16384;
+    Rng rng(43);
+    const auto w = random_floats(m * k, rng), xt = random_floats(k * n, rng);
+    std::vector<float> c(m * n), chain(m * n);
+    std::vector<double> exact(m * n);
+    dtrain::detail::gemm_avx512(false, m, n, k, w.data(), k, 1, xt.data(), n, c.data(), n);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            float r = 0.0f;
+            double e = 0.0;
+            for (std::size_t p = 0; p < k; ++p) {
+                r = std::fma(w[i * k + p], xt[p * n + j], r);
+                e += double(w[i * k + p]) * double(xt[p * n + j]);
+            }
+            chain[i * n + j] = r;
+            exact[i * n + j] = e;
+        }
+    const double err = gemm_rel_rms(c, exact), err_chain = gemm_rel_rms(chain, exact);
+    INFO("relative RMS error: blocked " << err << ", one chain " << err_chain);
+    CHECK(err < 1.0e-6);
+    CHECK(err_chain > 1.0e-6);  // the bound tells the two apart
+}
+
+TEST_CASE("dense_forward_avx512: a sample's output is bitwise the same alone and within a batch of 65",
+          "[nn][dense][avx512]") {
+    if (!dtrain::detail::cpu_has_avx512f()) {
+        WARN("this CPU has no AVX-512F: gemm_avx512 not run (Dense<float> uses BLAS here)");
+        return;
+    }
+    // fan-in 2500: three partial sums, the last ending inside a chain; 70 outputs: strips of 64 and of 6
+    const std::size_t n = 65, fi = 2500, fo = 70;
+    Rng rng(44);
+    const auto x = random_floats(n * fi, rng), w = random_floats(fo * fi, rng), bias = random_floats(fo, rng);
+    std::vector<float> xt(fi * n), ot(fo * n), out(n * fo), one(fo);
+    dtrain::detail::dense_forward_avx512(n, fi, fo, x.data(), w.data(), bias.data(), xt.data(), ot.data(),
+                                         out.data());
+    for (const std::size_t s : {std::size_t(0), std::size_t(7), std::size_t(64)}) {
+        dtrain::detail::dense_forward_avx512(1, fi, fo, x.data() + s * fi, w.data(), bias.data(), xt.data(),
+                                             ot.data(), one.data());
+        std::size_t different = 0;
+        for (std::size_t o = 0; o < fo; ++o)
+            different += one[o] != out[s * fo + o];
+        INFO("sample " << s);
+        CHECK(different == 0);
     }
 }
 

@@ -64,7 +64,8 @@ TEST_CASE("ImplicitConv: the AVX-512 tiles give bitwise the AVX2 tiles' output a
     // 32-tap input-gradient tile, classes whose positions leave partial tiles of 1-7 rows, positions whose
     // taps all fall on padding (1x1 kernel, stride 3, padding 2), and classes with a subset of the taps.
     // Stride 1 computes the input gradient as a convolution (padding k - 1 - p: 1, 0 and 2 here), except
-    // with padding as large as the kernel (the last case) or a 1x1 output (128 -> 48), added tap by tap.
+    // with padding as large as the kernel or a 1x1 output (128 -> 48), added tap by tap. The last two
+    // sum over several chains and partial sums (fan-in 1,440 and 1,170; 80 and 70 channels).
     const std::vector<ImplicitCase> cases = {
         {3, 16, 32, 32, 7, 7, 4, 4, 3, 3, 3}, {16, 32, 8, 8, 3, 3, 2, 2, 1, 1, 5},
         {32, 32, 4, 4, 3, 3, 1, 1, 1, 1, 7},  {64, 128, 2, 2, 3, 3, 2, 2, 1, 1, 3},
@@ -72,6 +73,7 @@ TEST_CASE("ImplicitConv: the AVX-512 tiles give bitwise the AVX2 tiles' output a
         {2, 40, 10, 11, 3, 4, 3, 2, 2, 1, 3}, {7, 50, 6, 18, 3, 3, 2, 1, 1, 2, 2},
         {2, 33, 4, 4, 1, 1, 3, 3, 2, 2, 3},   {3, 64, 13, 13, 5, 5, 1, 1, 2, 2, 1},
         {4, 20, 5, 5, 5, 3, 1, 1, 4, 2, 2},   {3, 40, 6, 6, 1, 1, 1, 1, 1, 1, 2},
+        {160, 80, 4, 4, 3, 3, 1, 1, 1, 1, 3}, {130, 70, 3, 3, 3, 3, 2, 2, 1, 1, 3},
     };
     Rng rng(61);
     for (const auto& cs : cases) {
@@ -88,6 +90,38 @@ TEST_CASE("ImplicitConv: the AVX-512 tiles give bitwise the AVX2 tiles' output a
         for (const float v : avx512.dx)
             nonzero += v != 0.0f;
         CHECK(nonzero > 0);
+    }
+}
+
+TEST_CASE(
+    "ImplicitConv: a sample's output and input gradient are bitwise the same alone and in a batch of 65",
+    "[nn][conv2d]") {
+    if (!dtrain::detail::direct_conv_available()) {
+        WARN("this CPU has no AVX2 and FMA: the implicit-GEMM kernels not run");
+        return;
+    }
+    // fan-in 1,440 (a partial sum of 1,024 products and one of 416); the input gradient's convolution sums
+    // over 40 * 9 = 360 products in 3 chains
+    ConvGeometry g{160, 5, 5, 3, 3, 1, 1, 1, 1};
+    g.finish();
+    const std::size_t n = 65, out = 40, fan = 160 * 9, in = 160 * 25, pos = g.positions();
+    Rng rng(62);
+    const auto x = random_floats(n * in, rng), w = random_floats(out * fan, rng);
+    const auto bias = random_floats(out, rng), dy = random_floats(n * out * pos, rng);
+    std::vector<float> y(n * out * pos), dx(n * in), dw(out * fan), db(out), y1(out * pos), dx1(in);
+    dtrain::detail::ImplicitConv batch, one;
+    batch.prepare(g, n, out);
+    batch.forward(x.data(), w.data(), bias.data(), y.data());
+    batch.backward(x.data(), dy.data(), w.data(), dw.data(), db.data(), dx.data());
+    one.prepare(g, 1, out);
+    for (const std::size_t s : {std::size_t(0), std::size_t(31), std::size_t(64)}) {
+        one.forward(x.data() + s * in, w.data(), bias.data(), y1.data());
+        one.backward(x.data() + s * in, dy.data() + s * out * pos, w.data(), dw.data(), db.data(),
+                     dx1.data());
+        INFO("sample " << s);
+        CHECK(count_different(
+                  y1, std::vector<float>(y.begin() + s * out * pos, y.begin() + (s + 1) * out * pos)) == 0);
+        CHECK(count_different(dx1, std::vector<float>(dx.begin() + s * in, dx.begin() + (s + 1) * in)) == 0);
     }
 }
 

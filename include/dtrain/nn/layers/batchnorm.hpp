@@ -144,14 +144,18 @@ private:
             spread(stat_.data(), inner, [&](std::size_t c) { return mean_[c]; });
         }
         spread(stat_.data() + c_ * inner, inner, [&](std::size_t c) { return invstd_[c]; });
-        // y = x * a + b per channel, a = gamma * invstd, b = beta - mean * a
-        elementwise<2>(
+        // y = (x - mean) * a + beta per channel, a = gamma * invstd: centred before it is scaled, the mean
+        // split into hi = T(mean) and lo = mean - hi, y = (x - hi) * a + (beta - lo * a). Where x lies near a
+        // mean that is large against the spread, x - hi is exact, so the result keeps the digits that
+        // x * a + (beta - mean * a) loses where its large terms cancel.
+        elementwise<3>(
             n, inner,
             [&](std::size_t c) {
+                const T hi = T(mean_[c]);
                 const double a = double(gamma_[c]) * invstd_[c];
-                return std::array<T, 2>{T(a), T(double(beta_[c]) - mean_[c] * a)};
+                return std::array<T, 3>{T(a), hi, T(double(beta_[c]) - (mean_[c] - double(hi)) * a)};
             },
-            [&](std::size_t i, const auto& k) { y[i] = x[i] * k(0) + k(1); });
+            [&](std::size_t i, const auto& k) { y[i] = (x[i] - k(1)) * k(0) + k(2); });
     }
 
     void backward_impl(const Tensor<T>& in, const Tensor<T>& grad_out, Tensor<T>& grad_in,

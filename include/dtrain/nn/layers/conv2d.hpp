@@ -33,11 +33,11 @@ namespace dtrain {
 /// Three implementations, chosen per input shape; all agree within float rounding and are deterministic:
 /// - Conv2d<float> with stride 1 and no padding on a CPU with AVX2 and FMA: the direct kernels of
 ///   nn/layers/detail/direct_conv.hpp and direct_conv_grad.hpp compute the forward pass (no columns; the
-///   bias starts the sums), the input gradient and, with a fan-in of at most detail::direct_conv_max_fan_in,
-///   the weight gradient. Otherwise the weight gradient is a GEMM over columns unfolded in backward a chunk
-///   of samples at a time (detail::col_chunk_samples, so they stay in cache); with AVX-512F,
-///   detail::GemmConv runs such a layer's three products on the AVX-512 GEMM kernel instead (forward
-///   bitwise the direct one's).
+///   bias added to the first partial sum), the input gradient and, with a fan-in of at most
+///   detail::direct_conv_max_fan_in, the weight gradient. Otherwise the weight gradient is a GEMM over
+///   columns unfolded in backward a chunk of samples at a time (detail::col_chunk_samples, so they stay in
+///   cache); with AVX-512F, detail::GemmConv runs such a layer's three products on the AVX-512 GEMM kernel
+///   instead (forward bitwise the direct one's).
 /// - Every other Conv2d<float> there (strided or padded): detail::ImplicitConv, implicit GEMMs per class of
 ///   positions with the same taps, input read in place (AVX-512 tiles with AVX-512F, bitwise the same).
 /// - Conv2d<double>, any CPU without AVX2, and DTRAIN_KERNELS=reference (detail::kernel_set()): the batch

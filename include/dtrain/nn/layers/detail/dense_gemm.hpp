@@ -4,8 +4,9 @@
 /// The products of Dense<float> on CPUs with AVX-512F: one GEMM kernel with register tiles of 6 rows x 64
 /// columns (24 zmm accumulators), and an 8 x 8 transpose. Batch-sized products (64 rows) are where BLAS
 /// sgemm loses most to the core's FMA peak; these take the operands where they lie (no packing but the
-/// forward pass's transposed input) and sum every output in one fixed order.
+/// forward pass's transposed input) and sum every output in one fixed order of blocks (summation.hpp).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/nn/layers/detail/kernel_set.hpp>
+#include <dtrain/nn/layers/detail/summation.hpp>
 
 #ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
@@ -45,78 +47,100 @@ inline bool gemm_avx512_available() {
 constexpr std::size_t dense_tile_rows = 6;
 constexpr std::size_t dense_strip = 64;
 
-// One tile: rows [0, MR) x NV vectors of 16 columns of C (the last vector masked by m), C = (Acc ? C : 0) +
-// sum over p in order of A(i, p) * B(p, :). 24 accumulators, 4 loads of B and 6 broadcasts of A per p.
+// C = (Acc ? C : 0) + r for rows [0, MR) x NV vectors of 16 columns (the last one masked by m).
 template <int MR, int NV, bool Acc>
-DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::size_t ars, std::size_t aks,
-                                          const float* b, std::size_t ldb, float* c, std::size_t ldc,
-                                          __mmask16 m) {
-    __m512 acc[MR][NV];
-    DTRAIN_UNROLL
-    for (int i = 0; i < MR; ++i) {
-        DTRAIN_UNROLL
-        for (int v = 0; v < NV; ++v) {
-            const float* ci = c + i * ldc + 16 * v;
-            acc[i][v] = !Acc ? _mm512_setzero_ps()
-                             : (v + 1 == NV ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci));
-        }
-    }
-    for (std::size_t p = 0; p < k; ++p) {
-        __m512 bv[NV];
-        DTRAIN_UNROLL
-        for (int v = 0; v < NV; ++v) {
-            const float* bp = b + p * ldb + 16 * v;
-            bv[v] = v + 1 == NV ? _mm512_maskz_loadu_ps(m, bp) : _mm512_loadu_ps(bp);
-        }
-        DTRAIN_UNROLL
-        for (int i = 0; i < MR; ++i) {
-            const __m512 av = _mm512_set1_ps(a[i * ars + p * aks]);
-            DTRAIN_UNROLL
-            for (int v = 0; v < NV; ++v) {
-                acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
-            }
-        }
-    }
+[[gnu::always_inline]] DTRAIN_AVX512 inline void dense_gemm_store(const __m512 (&r)[MR][NV], float* c,
+                                                                  std::size_t ldc, __mmask16 m) {
     DTRAIN_UNROLL
     for (int i = 0; i < MR; ++i) {
         DTRAIN_UNROLL
         for (int v = 0; v < NV; ++v) {
             float* ci = c + i * ldc + 16 * v;
+            __m512 x = r[i][v];
+            if (Acc) x = _mm512_add_ps(v + 1 == NV ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci), x);
             if (v + 1 == NV)
-                _mm512_mask_storeu_ps(ci, m, acc[i][v]);
+                _mm512_mask_storeu_ps(ci, m, x);
             else
-                _mm512_storeu_ps(ci, acc[i][v]);
+                _mm512_storeu_ps(ci, x);
         }
     }
 }
 
+// One tile: rows [0, MR) x NV vectors of 16 columns of C (the last vector masked by m), C = (Acc ? C : 0) +
+// the sum over p of A(i, p) * B(p, :), 1 <= k <= sum_super_block: chains of sum_block steps from zero in
+// the 24 accumulators (4 loads of B and 6 broadcasts of A per p), added in order into a partial sum, which
+// is added to C (summation.hpp's order). One: k <= sum_block, the chain straight into C (a separate
+// instance, so that the partial sum costs nothing where there is one chain).
+template <int MR, int NV, bool Acc, bool One>
+DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::size_t ars, std::size_t aks,
+                                          const float* b, std::size_t ldb, float* c, std::size_t ldc,
+                                          __mmask16 m) {
+    __m512 part[MR][NV] = {};
+    std::size_t p = 0;
+    do {  // k >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+        const std::size_t end = k - p < sum_block ? k : p + sum_block;
+        const bool first = p == 0;
+        __m512 acc[MR][NV];
+        DTRAIN_UNROLL
+        for (int i = 0; i < MR; ++i) {
+            DTRAIN_UNROLL
+            for (int v = 0; v < NV; ++v)
+                acc[i][v] = _mm512_setzero_ps();
+        }
+        do {
+            __m512 bv[NV];
+            DTRAIN_UNROLL
+            for (int v = 0; v < NV; ++v) {
+                const float* bp = b + p * ldb + 16 * v;
+                bv[v] = v + 1 == NV ? _mm512_maskz_loadu_ps(m, bp) : _mm512_loadu_ps(bp);
+            }
+            DTRAIN_UNROLL
+            for (int i = 0; i < MR; ++i) {
+                const __m512 av = _mm512_set1_ps(a[i * ars + p * aks]);
+                DTRAIN_UNROLL
+                for (int v = 0; v < NV; ++v) {
+                    acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+                }
+            }
+        } while (++p < end);
+        if constexpr (One) return dense_gemm_store<MR, NV, Acc>(acc, c, ldc, m);
+        DTRAIN_UNROLL
+        for (int i = 0; i < MR; ++i) {
+            DTRAIN_UNROLL
+            for (int v = 0; v < NV; ++v)
+                part[i][v] = first ? acc[i][v] : _mm512_add_ps(part[i][v], acc[i][v]);
+        }
+    } while (p < k);
+    dense_gemm_store<MR, NV, Acc>(part, c, ldc, m);
+}
+
 // All rows of one strip of NV vectors: tiles of 6 rows, then one of the 1-5 rows left.
-template <int NV, bool Acc>
+template <int NV, bool Acc, bool One>
 DTRAIN_AVX512 inline void dense_gemm_strip(std::size_t m, std::size_t k, const float* a, std::size_t ars,
                                            std::size_t aks, const float* b, std::size_t ldb, float* c,
                                            std::size_t ldc, __mmask16 mask) {
     std::size_t i = 0;
     for (; i + dense_tile_rows <= m; i += dense_tile_rows)
-        dense_gemm_tile<6, NV, Acc>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask);
+        dense_gemm_tile<6, NV, Acc, One>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask);
     const float* ai = a + i * ars;
     float* ci = c + i * ldc;
     switch (m - i) {
         case 5:
-            return dense_gemm_tile<5, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<5, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
         case 4:
-            return dense_gemm_tile<4, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<4, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
         case 3:
-            return dense_gemm_tile<3, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<3, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
         case 2:
-            return dense_gemm_tile<2, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<2, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
         case 1:
-            return dense_gemm_tile<1, NV, Acc>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<1, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
         default:
             return;
     }
 }
 
-template <bool Acc>
+template <bool Acc, bool One>
 DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::size_t k, const float* a,
                                             std::size_t ars, std::size_t aks, const float* b, std::size_t ldb,
                                             float* c, std::size_t ldc) {
@@ -125,27 +149,41 @@ DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::s
                           last = w - 16 * (nv - 1);
         const __mmask16 mask = last == 16 ? __mmask16(0xffff) : __mmask16((1u << last) - 1);
         if (nv == 4)
-            dense_gemm_strip<4, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<4, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
         else if (nv == 3)
-            dense_gemm_strip<3, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<3, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
         else if (nv == 2)
-            dense_gemm_strip<2, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<2, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
         else
-            dense_gemm_strip<1, Acc>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<1, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
     }
 }
 
 /// C [m, n] (row stride ldc) = (accumulate ? C : 0) + A * B, with A(i, p) = a[i * ars + p * aks] (so either
 /// layout of A, transposed or not) and B row-major [k, n] with row stride ldb. Every element of C is summed
-/// over p = 0 .. k-1 in order by one chain of FMAs, whatever its place in C: deterministic, and a row of C
-/// does not depend on the other rows (nor a column on the other columns). Requires cpu_has_avx512f().
+/// over p in the fixed blocks of summation.hpp (super-blocks of sum_super_block added into C in order, each
+/// the in-order sum of its blocks' chains), whatever its place in C: deterministic, the error of a float
+/// sum grows with the square root of the block lengths rather than of k, and a row of C does not depend on
+/// the other rows (nor a column on the other columns). Requires cpu_has_avx512f().
 DTRAIN_AVX512_KERNEL inline void gemm_avx512(bool accumulate, std::size_t m, std::size_t n, std::size_t k,
                                              const float* a, std::size_t ars, std::size_t aks, const float* b,
                                              std::size_t ldb, float* c, std::size_t ldc) {
-    if (accumulate)
-        dense_gemm_strips<true>(m, n, k, a, ars, aks, b, ldb, c, ldc);
-    else
-        dense_gemm_strips<false>(m, n, k, a, ars, aks, b, ldb, c, ldc);
+    if (k == 0) {  // C = (accumulate ? C : 0)
+        if (!accumulate)
+            for (std::size_t i = 0; i < m; ++i)
+                std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+        return;
+    }
+    if (k <= sum_block)
+        return accumulate ? dense_gemm_strips<true, true>(m, n, k, a, ars, aks, b, ldb, c, ldc)
+                          : dense_gemm_strips<false, true>(m, n, k, a, ars, aks, b, ldb, c, ldc);
+    for (std::size_t p = 0; p < k; p += sum_super_block) {
+        const std::size_t kb = k - p < sum_super_block ? k - p : sum_super_block;
+        if (accumulate || p > 0)
+            dense_gemm_strips<true, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc);
+        else
+            dense_gemm_strips<false, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc);
+    }
 }
 
 // y[j][i] = x[i][j] + bias[i] for the 8 x 8 block at x (row stride ldx) and y (row stride ldy); bias may be

@@ -6,6 +6,7 @@
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
 #include <dtrain/nn/layers/detail/kernel_set.hpp>
+#include <dtrain/nn/layers/detail/summation.hpp>
 
 #ifdef DTRAIN_X86_DISPATCH
 #include <immintrin.h>
@@ -139,9 +140,9 @@ DTRAIN_AVX2_FMA inline void direct_sample_tiles(const ConvGeometry& g, const Til
 }
 
 // The forward tile of a channel block of CB for one sample (input x, output y, the block's packed weights
-// wb and biases): CB channels x NV vectors, acc[c][v] = bias[c] + sum over taps t of wb[t][c] * (vector v
-// of the input at off[t]), stored to channel c's vector v. Without masks the 4 x 3 tile's 12 accumulators,
-// 3 inputs and broadcast weight fit AVX2's 16 registers.
+// wb and biases): CB channels x NV vectors, bias[c] + the sum over taps t of wb[t][c] * (vector v of the
+// input at off[t]) in SumBlocks' order (summation.hpp), stored to channel c's vector v. Without masks the
+// 4 x 3 tile's 12 accumulators, 3 inputs and broadcast weight fit AVX2's 16 registers.
 template <int CB>
 struct DirectFwdTile {
     const float* x;
@@ -155,23 +156,48 @@ struct DirectFwdTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
                              __m256i m) const {
+        if (fan_in <= sum_block)
+            sum<true, NV, MaskAll, MaskLast>(in, vin, out, vout, m);
+        else
+            sum<false, NV, MaskAll, MaskLast>(in, vin, out, vout, m);
+    }
+
+    // run(); One: fan_in <= sum_block, one chain, added to the bias straight away (the same sum, without
+    // the partial sums' registers).
+    template <bool One, int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void sum(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
+                             __m256i m) const {
         const float *xi = x + in, *w = wb;
         const std::size_t *o = off, taps = fan_in;
-        __m256 acc[CB][NV];
-        for (int c = 0; c < CB; ++c)
-            for (int v = 0; v < NV; ++v)
-                acc[c][v] = _mm256_broadcast_ss(bias + c);
-        std::size_t t = 0;
-        do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
-            direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
-        while (++t < taps);
+        __m256 acc[CB][NV], part[CB][NV] = {}, tot[CB][NV] = {};
+        for (SumBlocks b(taps); b.next();) {  // fan_in >= 1
+            for (int c = 0; c < CB; ++c)
+                for (int v = 0; v < NV; ++v)
+                    acc[c][v] = _mm256_setzero_ps();
+            std::size_t t = b.begin;
+            do  // with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+                direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
+            while (++t < b.end);
+            for (int c = 0; c < CB; ++c)
+                for (int v = 0; v < NV; ++v) {
+                    if constexpr (One) {
+                        tot[c][v] = _mm256_add_ps(_mm256_broadcast_ss(bias + c), acc[c][v]);
+                        continue;
+                    }
+                    part[c][v] = b.first_in_part() ? acc[c][v] : _mm256_add_ps(part[c][v], acc[c][v]);
+                    if (b.part_done())
+                        tot[c][v] = _mm256_add_ps(b.first_part() ? _mm256_broadcast_ss(bias + c) : tot[c][v],
+                                                  part[c][v]);
+                }
+            if constexpr (One) break;
+        }
         for (int c = 0; c < CB; ++c)
             for (int v = 0; v < NV; ++v) {
                 float* d = y + out + c * pos + v * vout;
                 if (MaskAll || (MaskLast && v + 1 == NV))
-                    _mm256_maskstore_ps(d, m, acc[c][v]);
+                    _mm256_maskstore_ps(d, m, tot[c][v]);
                 else
-                    _mm256_storeu_ps(d, acc[c][v]);
+                    _mm256_storeu_ps(d, tot[c][v]);
             }
     }
 };
@@ -189,8 +215,8 @@ DTRAIN_AVX2_FMA inline void direct_fwd_channels(const float* x, std::size_t n, c
 /// Forward pass of a stride-1, unpadded convolution of geometry `g` on `n` samples x [n, c, h, w]:
 /// y[s][o][i][j] = bias[o] + sum over taps t = (ci, ki, kj) of w[o][t] * x[s][ci][i + ki][j + kj], y in
 /// NCHW [n, out, oh, ow]. `w_packed` holds the weights as pack_direct_weights() left them and `off` the
-/// taps as tap_offsets() left them. Requires direct_conv_available(). Each output sums its taps in a fixed
-/// order: deterministic, and within float rounding of im2col + GEMM.
+/// taps as tap_offsets() left them. Requires direct_conv_available(). Each output sums its taps in the fixed
+/// blocks of summation.hpp: deterministic, and within float rounding of im2col + GEMM.
 DTRAIN_AVX2_KERNEL inline void direct_conv_forward(const float* x, std::size_t n, const ConvGeometry& g,
                                                    const float* w_packed, std::size_t out, const float* bias,
                                                    const std::size_t* off, float* y) {

@@ -55,28 +55,39 @@ DTRAIN_AVX2_FMA inline void direct_dw_step(__m256 (&acc)[CB][TB], const float* x
 }
 
 // Weight gradient of CB channels x TB taps over the whole batch: dw[c * fan_in + t] += sum over s, i, j
-// of dy[s][c][i][j] * x[s][..tap t..]. `off` holds each tap's offset in an input sample.
+// of dy[s][c][i][j] * x[s][..tap t..]. `off` holds each tap's offset in an input sample. The output rows of
+// all samples, in order, are the steps of SumBlocks (summation.hpp): chains of as many rows as make about
+// sum_block vectors each.
 template <int CB, int TB>
 DTRAIN_AVX2_FMA inline void direct_dw_tile(const float* x, std::size_t n, const ConvGeometry& g,
                                            const float* dy, std::size_t out, const std::size_t* off,
                                            float* dw, std::size_t fan_in) {
-    __m256 acc[CB][TB];
-    for (int c = 0; c < CB; ++c)
-        for (int t = 0; t < TB; ++t)
-            acc[c][t] = _mm256_setzero_ps();
+    __m256 acc[CB][TB], part[CB][TB] = {}, tot[CB][TB] = {};
     const std::size_t pos = g.positions(), in_sample = g.c * g.h * g.w, full = g.ow / 8 * 8;
     const __m256i m = lane_mask(g.ow - full);
-    for (std::size_t s = 0; s < n; ++s)
-        for (std::size_t i = 0; i < g.oh; ++i) {
+    const std::size_t chain = std::max<std::size_t>(1, sum_block / ((g.ow + 7) / 8));
+    for (SumBlocks b(n * g.oh, chain, chain * (sum_super_block / sum_block)); b.next();) {
+        for (int c = 0; c < CB; ++c)
+            for (int t = 0; t < TB; ++t)
+                acc[c][t] = _mm256_setzero_ps();
+        for (std::size_t r = b.begin; r < b.end; ++r) {
+            const std::size_t s = r / g.oh, i = r - s * g.oh;
             const float* xr = x + s * in_sample + i * g.w;
             const float* dr = dy + s * out * pos + i * g.ow;
             for (std::size_t j = 0; j < full; j += 8)
                 direct_dw_step<CB, TB, true>(acc, xr, off, dr, pos, j, m);
             if (full < g.ow) direct_dw_step<CB, TB, false>(acc, xr, off, dr, pos, full, m);
         }
+        for (int c = 0; c < CB; ++c)
+            for (int t = 0; t < TB; ++t) {
+                part[c][t] = b.first_in_part() ? acc[c][t] : _mm256_add_ps(part[c][t], acc[c][t]);
+                if (b.part_done())
+                    tot[c][t] = b.first_part() ? part[c][t] : _mm256_add_ps(tot[c][t], part[c][t]);
+            }
+    }
     for (int c = 0; c < CB; ++c)
         for (int t = 0; t < TB; ++t)
-            dw[c * fan_in + t] += lanes_total(acc[c][t]);
+            dw[c * fan_in + t] += lanes_total(tot[c][t]);
 }
 
 template <int CB>
@@ -106,9 +117,9 @@ DTRAIN_AVX2_KERNEL inline void direct_conv_weight_grad(const float* x, std::size
 }
 
 // The input-gradient tile of a block of TB taps (offsets `off`, packed weights wb) for one sample (dY dy,
-// dX dx): TB taps x NV vectors of output positions, acc[t][v] = sum over channels o of wb[o][t] * (vector v
-// of dY channel o), the forward tile with the roles of taps and channels swapped, then added into dX
-// where tap t of vector v reads the input.
+// dX dx): TB taps x NV vectors of output positions, the sum over channels o of wb[o][t] * (vector v of dY
+// channel o) in SumBlocks' order, the forward tile with the roles of taps and channels swapped, then added
+// into dX where tap t of vector v reads the input.
 template <int TB>
 struct DirectDxTile {
     const float* dy;
@@ -121,23 +132,47 @@ struct DirectDxTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
                              __m256i m) const {
+        if (channels <= sum_block)
+            sum<true, NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
+        else
+            sum<false, NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
+    }
+
+    // run(); One: channels <= sum_block, one chain (see DirectFwdTile::sum).
+    template <bool One, int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void sum(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
+                             __m256i m) const {
         const float *d0 = dy + outp, *w = wb;
         const std::size_t nc = channels, stride = pos;
-        __m256 acc[TB][NV];
-        for (int t = 0; t < TB; ++t)
-            for (int v = 0; v < NV; ++v)
-                acc[t][v] = _mm256_setzero_ps();
-        std::size_t o = 0;
-        do  // channels >= 1 (see DirectFwdTile)
-            direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
-        while (++o < nc);
+        __m256 acc[TB][NV], part[TB][NV] = {}, tot[TB][NV] = {};
+        for (SumBlocks b(nc); b.next();) {  // channels >= 1
+            for (int t = 0; t < TB; ++t)
+                for (int v = 0; v < NV; ++v)
+                    acc[t][v] = _mm256_setzero_ps();
+            std::size_t o = b.begin;
+            do  // see DirectFwdTile
+                direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
+            while (++o < b.end);
+            if constexpr (One) {
+                for (int t = 0; t < TB; ++t)
+                    for (int v = 0; v < NV; ++v)
+                        tot[t][v] = acc[t][v];
+                break;
+            }
+            for (int t = 0; t < TB; ++t)
+                for (int v = 0; v < NV; ++v) {
+                    part[t][v] = b.first_in_part() ? acc[t][v] : _mm256_add_ps(part[t][v], acc[t][v]);
+                    if (b.part_done())
+                        tot[t][v] = b.first_part() ? part[t][v] : _mm256_add_ps(tot[t][v], part[t][v]);
+                }
+        }
         for (int t = 0; t < TB; ++t)  // in order: taps ki and ki + 1 of a column meet at vectors v + 1 and v
             for (int v = 0; v < NV; ++v) {
                 float* d = dx + in + off[t] + v * vin;
                 if (MaskAll || (MaskLast && v + 1 == NV))
-                    _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), acc[t][v]));
+                    _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), tot[t][v]));
                 else
-                    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), acc[t][v]));
+                    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), tot[t][v]));
             }
     }
 };

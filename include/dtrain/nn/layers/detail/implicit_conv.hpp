@@ -77,7 +77,7 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
 /// products with padding. With stride 1 (and padding below the kernel size) the input gradient is computed
 /// the same way, as the convolution of the output gradient with the flipped weights, each input's gradient
-/// one in-order chain. The register-tiled kernels are those of implicit_conv_kernels.hpp; figures for
+/// one fixed-order sum. The register-tiled kernels are those of implicit_conv_kernels.hpp; figures for
 /// the Needle ResNet9 (maps of 8x8 to 1x1) in benchmarks/train/README.md. Scratch is sized by prepare() and
 /// reused; nothing allocates while the shape stays. Results agree with im2col + GEMM within float rounding
 /// and are deterministic.

@@ -7,24 +7,16 @@
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
+#include <dtrain/nn/layers/detail/implicit_conv_tiles.hpp>
 
 // The kernels of Conv2d<float>'s implicit-GEMM path (nn/layers/detail/implicit_conv.hpp): one class of
 // output positions at a time, computed as a GEMM whose one operand is read from the input at each valid
 // tap's offset instead of from unfolded columns, vectorised over output channels (forward, weight gradient)
-// or taps (input gradient). Each loop body is written once, for a register tile given as a type: AVX2 + FMA
-// tiles, and AVX-512F tiles that give bitwise the same results (each output is the same FMA chain in the
-// same order, and the input gradient is added in an order no tile changes).
+// or taps (input gradient). Each loop body is written once, for a register tile given as a type
+// (implicit_conv_tiles.hpp): AVX2 + FMA tiles, and AVX-512F tiles that give bitwise the same results (the
+// input gradient is added in an order no tile changes).
 
 namespace dtrain::detail {
-
-/// Output channels per block of the implicit-GEMM kernels (two AVX2 vectors, one AVX-512 vector).
-constexpr std::size_t implicit_nr = 16;
-/// Output positions per forward and input-gradient AVX2 tile, and taps per weight-gradient AVX2 tile.
-constexpr std::size_t implicit_mr = 6;
-
-/// Rows of the AVX-512 register tiles (ImplicitTileAvx512), the most of any tile: the input gradient's
-/// scratch holds this many rows.
-constexpr std::size_t implicit_mr_max = 8;
 
 /// n rounded up to a multiple of implicit_nr.
 constexpr std::size_t implicit_round(std::size_t n) {
@@ -65,77 +57,6 @@ struct ImplicitClass {
 };
 
 #ifdef DTRAIN_DIRECT_CONV
-
-/// The AVX2 register tile of the three kernels: buf[i * ldbuf + 0..16) = acc, acc[i] = init + the sum over
-/// the k steps of a(i, t) * b(t, 0), for 6 rows of 16 columns (two vectors). `a` gives a pointer to the
-/// broadcast value of row i at step t, `b` the 16 values of step t. 12 accumulators, 2 B vectors and 1
-/// broadcast fit AVX2's 16 registers. Each output is one FMA chain in step order, as in every tile.
-struct ImplicitTileAvx2 {
-    /// Rows and 16-column blocks per tile.
-    static constexpr std::size_t mr = implicit_mr, nb = 1;
-    /// Computes one tile; requires k >= 1.
-    template <class A, class B>
-    DTRAIN_AVX2_FMA static void run(std::size_t k, A a, B b, const float* init, float* buf,
-                                    std::size_t ldbuf) {
-        __m256 acc[mr][2];
-        const __m256 init0 = _mm256_loadu_ps(init), init1 = _mm256_loadu_ps(init + 8);
-        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
-            acc[i][0] = init0;
-            acc[i][1] = init1;
-        }
-        std::size_t t = 0;
-        do {  // k >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
-            const float* bt = b(t, 0);
-            const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
-            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
-                const __m256 av = _mm256_broadcast_ss(a(i, t));
-                acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-                acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
-            }
-        } while (++t < k);
-        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
-            _mm256_storeu_ps(buf + i * ldbuf, acc[i][0]);
-            _mm256_storeu_ps(buf + i * ldbuf + 8, acc[i][1]);
-        }
-    }
-};
-
-/// The AVX-512 register tile: MR rows of NB blocks of 16 columns (one vector each, block j's 16 values of
-/// step t at b(t, j)), MR * NB accumulators. Per lane the same FMA chain as ImplicitTileAvx2, so every output
-/// is bitwise the AVX2 tile's.
-template <std::size_t MR, std::size_t NB>
-struct ImplicitTileAvx512 {
-    /// Rows and 16-column blocks per tile.
-    static constexpr std::size_t mr = MR, nb = NB;
-    static_assert(MR * NB <= 28, "a tile's accumulators must fit the 32 registers");
-    /// Computes one tile; requires k >= 1.
-    template <class A, class B>
-    DTRAIN_AVX512 static void run(std::size_t k, A a, B b, const float* init, float* buf, std::size_t ldbuf) {
-        __m512 acc[MR][NB];
-        DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) {
-            const __m512 v = _mm512_loadu_ps(init + j * implicit_nr);
-            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) acc[i][j] = v;
-        }
-        std::size_t t = 0;
-        do {
-            __m512 bv[NB];
-            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) bv[j] = _mm512_loadu_ps(b(t, j));
-            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) {
-                const __m512 av = _mm512_set1_ps(*a(i, t));
-                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] =
-                    _mm512_fmadd_ps(av, bv[j], acc[i][j]);
-            }
-        } while (++t < k);
-        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j)
-            _mm512_storeu_ps(buf + i * ldbuf + j * implicit_nr, acc[i][j]);
-    }
-};
-
-/// The tile of the AVX-512 kernels: 8 positions (or taps) x 32 columns, 16 accumulators (the shapes tried
-/// are in benchmarks/train/README.md).
-using ImplicitTile512 = ImplicitTileAvx512<8, 2>;
-/// The AVX-512 kernels' tile for a last single block of 16 columns.
-using ImplicitTile512Tail = ImplicitTileAvx512<8, 1>;
 
 // The initial accumulators of the gradient tiles.
 alignas(64) inline constexpr float implicit_zeros[2 * implicit_nr] = {};
