@@ -14,6 +14,7 @@
 #include <dtrain/nn/model.hpp>
 
 #include "nn/gradcheck.hpp"
+#include "nn/layers/conv_reference.hpp"
 
 using dtrain::Conv2d;
 using dtrain::Model;
@@ -21,42 +22,14 @@ using dtrain::Rng;
 using dtrain::Tensor;
 using dtrain::detail::KernelSet;
 using dtrain::test::contains;
+using dtrain::test::ConvCase;
 using dtrain::test::error_message;
+using dtrain::test::naive_conv;
+using dtrain::test::naive_conv_grads;
 using dtrain::test::random_tensor;
 using dtrain::test::without_avx512;
 
 namespace {
-
-struct ConvCase {
-    std::size_t c, o, h, w;
-    std::array<std::size_t, 2> k, s, p;
-};
-
-// Direct convolution:
-// y[n, o, i, j] = b[o] + sum_{c, a, b} w[o, c, a, b] * x[n, c, i*sh + a - ph, j*sw + b - pw].
-Tensor<double> naive_conv(const Tensor<double>& x, const double* w, const double* b, const ConvCase& cc) {
-    const std::size_t n = x.shape()[0];
-    const std::size_t oh = (cc.h + 2 * cc.p[0] - cc.k[0]) / cc.s[0] + 1;
-    const std::size_t ow = (cc.w + 2 * cc.p[1] - cc.k[1]) / cc.s[1] + 1;
-    Tensor<double> y = Tensor<double>::from_shape({n, cc.o, oh, ow});
-    for (std::size_t s = 0; s < n; ++s)
-        for (std::size_t o = 0; o < cc.o; ++o)
-            for (std::size_t i = 0; i < oh; ++i)
-                for (std::size_t j = 0; j < ow; ++j) {
-                    double acc = b[o];
-                    for (std::size_t c = 0; c < cc.c; ++c)
-                        for (std::size_t a = 0; a < cc.k[0]; ++a)
-                            for (std::size_t bb = 0; bb < cc.k[1]; ++bb) {
-                                const long yi = long(i * cc.s[0] + a) - long(cc.p[0]);
-                                const long xj = long(j * cc.s[1] + bb) - long(cc.p[1]);
-                                if (yi < 0 || xj < 0 || yi >= long(cc.h) || xj >= long(cc.w)) continue;
-                                acc += w[((o * cc.c + c) * cc.k[0] + a) * cc.k[1] + bb] *
-                                       x(s, c, std::size_t(yi), std::size_t(xj));
-                            }
-                    y(s, o, i, j) = acc;
-                }
-    return y;
-}
 
 // Runs Conv2d<float> of case `cc` on 3 random samples and checks its forward pass, weight, bias and input
 // gradients and their accumulation against a double reference:
@@ -77,25 +50,9 @@ void check_float_conv(const ConvCase& cc, Rng& rng) {
     const Tensor<double> y_ref = naive_conv(xd, p.data(), p.data() + cc.o * fan, cc);
     CHECK(dtrain::test::max_rel_diff(m.forward(x), y_ref) < 1e-5);
 
-    std::vector<double> dw(cc.o * fan + cc.o, 0.0);
-    Tensor<double> dx = Tensor<double>::from_shape({n, cc.c, cc.h, cc.w});
-    dx.fill(0.0);
-    for (std::size_t s = 0; s < n; ++s)
-        for (std::size_t o = 0; o < cc.o; ++o)
-            for (std::size_t i = 0; i < oh; ++i)
-                for (std::size_t j = 0; j < ow; ++j) {
-                    const double gv = gy(s, o, i, j);
-                    dw[cc.o * fan + o] += gv;
-                    for (std::size_t c = 0, t = 0; c < cc.c; ++c)
-                        for (std::size_t a = 0; a < cc.k[0]; ++a)
-                            for (std::size_t b = 0; b < cc.k[1]; ++b, ++t) {
-                                const long yi = long(i * cc.s[0] + a) - long(cc.p[0]);
-                                const long xj = long(j * cc.s[1] + b) - long(cc.p[1]);
-                                if (yi < 0 || xj < 0 || yi >= long(cc.h) || xj >= long(cc.w)) continue;
-                                dw[o * fan + t] += gv * xd(s, c, std::size_t(yi), std::size_t(xj));
-                                dx(s, c, std::size_t(yi), std::size_t(xj)) += gv * p[o * fan + t];
-                            }
-                }
+    std::vector<double> dw;
+    Tensor<double> dx;
+    naive_conv_grads(xd, p.data(), Tensor<double>(gy), cc, dw, dx);
     m.zero_grad();
     m.forward(x);
     const Tensor<float>& gx = m.backward(gy, true);
