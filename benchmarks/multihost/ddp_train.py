@@ -9,12 +9,14 @@ batch 64 per rank, one thread per rank.
 One process per host, started by hand or by run.sh through `scripts/cluster.sh exec H -- ...`:
 
     GLOO_SOCKET_IFNAME=eth0 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 ddp_train.py --rank R --world-size P \
-        --master-addr 198.18.0.1 [--master-port 29500] [--model cnn|mlp] [--compression none|fp16]
-        [--steps N] [--reps K] [--batch B] [--bucket-cap-mb M]
+        --master-addr 198.18.0.1 [--master-port 29500] [--model cnn|mlp] [--compression none|fp16|powersgd]
+        [--powersgd-rank R] [--powersgd-start S] [--steps N] [--reps K] [--batch B] [--bucket-cap-mb M]
 
 --compression fp16 registers DDP's built-in communication hook fp16_compress_hook (the gradient bucket is
 cast to float16, all-reduced, cast back and divided by the world size); none keeps DDP's default
-all-reduce. There is no bf16 here: PyTorch 1.13's bf16_compress_hook refuses to run without CUDA 11+ and
+all-reduce. --compression powersgd registers DDP's powerSGD_hook with PowerSGDState(process_group=None,
+matrix_approximation_rank=R, start_powerSGD_iter=S) (defaults 1 and 2; PyTorch needs S > 1 with its
+default error feedback and warm start), as bench_train_dist's --compression powersgd. There is no bf16 here: PyTorch 1.13's bf16_compress_hook refuses to run without CUDA 11+ and
 NCCL 2.10+, and its gloo cannot all-reduce bfloat16 tensors at all ("Invalid scalar type"); nor has DDP a
 top-k hook (PowerSGD is a low-rank method, not top-k). --bucket-cap-mb is DDP's bucket size (default 25, DDP's own default: both models'
 gradients then fit one bucket). Rank 0 prints one line
@@ -36,6 +38,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 # The models of the single-process PyTorch reference (benchmarks/train/pytorch_train.py).
@@ -50,7 +53,9 @@ def main():
     ap.add_argument("--master-addr", default="198.18.0.1")
     ap.add_argument("--master-port", type=int, default=29500)
     ap.add_argument("--model", choices=["cnn", "mlp"], default="cnn")
-    ap.add_argument("--compression", choices=["none", "fp16"], default="none")
+    ap.add_argument("--compression", choices=["none", "fp16", "powersgd"], default="none")
+    ap.add_argument("--powersgd-rank", type=int, default=1)
+    ap.add_argument("--powersgd-start", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
@@ -72,9 +77,17 @@ def main():
         net, shape = mlp(), (784,)
         make_opt = lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9)  # noqa: E731
     grad_bytes = 4 * sum(p.numel() for p in net.parameters())
+    if args.compression == "powersgd":
+        # One bucket: with DDP's 1 MB first bucket (two buckets), powerSGD_hook's chained all-reduces
+        # failed in gloo with a size mismatch between the ranks (gloo/transport/tcp/pair.cc).
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_cap_mb * 1024 * 1024)
     model = DDP(net, bucket_cap_mb=args.bucket_cap_mb)
     if args.compression == "fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.compression == "powersgd":
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=args.powersgd_start)
+        model.register_comm_hook(state, powersgd.powerSGD_hook)
     opt = make_opt(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
     # A fixed synthetic batch, different on every rank (as bench_train_dist's).

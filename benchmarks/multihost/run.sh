@@ -20,7 +20,8 @@
 # Environment (defaults in brackets):
 #   RATES ["25gbit 10gbit 1gbit"]  ROUNDS [3]  MODELS ["cnn mlp"]  POLICIES [collective,ring,naive]
 #   OVERLAP [0,1]  BUCKETS ["1048576 524288"] (SyncOptions::bucket_bytes; 1 MiB is the default)
-#   COMPRESSIONS ["none fp16 bf16 topk"]  TOPK_RATIO [0.01]  DDP_COMPRESSIONS ["none fp16"]
+#   COMPRESSIONS ["none fp16 bf16 topk"] (also powersgd)  TOPK_RATIO [0.01]  POWERSGD_RANK [1]
+#   POWERSGD_START [2] (both for dtrain's and DDP's powersgd)  DDP_COMPRESSIONS ["none fp16"] (also powersgd)
 #   ("" skips DDP)  BUDGET_POLICIES [collective,ring,naive] ("" skips the budget launches)  BATCH [64]
 #   STEPS_CNN [20]  STEPS_MLP [60]  REPS [3]  BUDGET_STEPS_CNN [10]  BUDGET_STEPS_MLP [30]  BUDGET_REPS [3]
 #   TIMEOUT [300] seconds per launch (then it is stopped, recorded as status=timeout, and the run goes on)
@@ -53,6 +54,8 @@ OVERLAP=${OVERLAP:-0,1}
 BUCKETS=${BUCKETS:-"1048576 524288"}
 COMPRESSIONS=${COMPRESSIONS-"none fp16 bf16 topk"}
 TOPK_RATIO=${TOPK_RATIO:-0.01}
+POWERSGD_RANK=${POWERSGD_RANK:-1}
+POWERSGD_START=${POWERSGD_START:-2}
 DDP_COMPRESSIONS=${DDP_COMPRESSIONS-"none fp16"}
 BUDGET_POLICIES=${BUDGET_POLICIES-collective,ring,naive}
 BATCH=${BATCH:-64}
@@ -88,7 +91,7 @@ for tool in ip tc flock timeout unshare; do command -v "$tool" > /dev/null || di
 [ -z "$DDP_COMPRESSIONS" ] || "$PYTHON" -c 'import torch' 2> /dev/null ||
     die "$PYTHON cannot import torch (Debian: apt-get install python3-torch), or set DDP_COMPRESSIONS=\"\""
 for c in $DDP_COMPRESSIONS; do
-    case "$c" in none | fp16) ;; *) die "DDP_COMPRESSIONS: '$c' (DDP with gloo here: none, fp16)" ;; esac
+    case "$c" in none | fp16 | powersgd) ;; *) die "DDP_COMPRESSIONS: '$c' (DDP with gloo here: none, fp16, powersgd)" ;; esac
 done
 
 mkdir -p "$OUT_DIR"
@@ -214,6 +217,7 @@ run_ddp() {
     ddp_port=$((ddp_port + 1))
     local args=(--world-size 2 --master-addr 198.18.0.1 --master-port "$ddp_port" --model "$model"
         --compression "$comp" --steps "$steps" --reps "$REPS" --batch "$BATCH")
+    [ "$comp" != powersgd ] || args+=(--powersgd-rank "$POWERSGD_RANK" --powersgd-start "$POWERSGD_START")
     launch_begin
     ddp_pids=()
     for h in 1 2; do
@@ -272,6 +276,7 @@ for round in $(seq "$ROUNDS"); do
                 dtrain)
                     extra=()
                     [ "$comp" != topk ] || extra=(--topk-ratio "$TOPK_RATIO")
+                    [ "$comp" != powersgd ] || extra=(--powersgd-rank "$POWERSGD_RANK" --powersgd-start "$POWERSGD_START")
                     run_bench "dtrain-$model-$comp-b$bucket" $((npol * nov * ($(max 5 $((steps / 5))) + steps * REPS))) \
                         --model "$model" --policies "$pol" --overlap "$ov" --steps "$steps" --reps "$REPS" \
                         --batch "$BATCH" --compression "$comp" --bucket-bytes "$bucket" ${extra[@]+"${extra[@]}"}

@@ -11,15 +11,19 @@
 //            [--batch B] [--overhead [--control] [--rounds K]] [--overhead-count [--warmup W]]
 //            [--compare] [--budget [--budget-reduce buckets|barrier|whole]] [--funneled]
 //            [--timeline trace.json]
-//            [--compression none|fp16|bf16|topk [--topk-ratio R]]
+//            [--compression none|fp16|bf16|topk|powersgd [--topk-ratio R] [--powersgd-rank R]
+//            [--powersgd-start S]]
 // --compression sets SyncOptions::compression (and --topk-ratio its topk_ratio, default 0.01) of every
 // DistOptimizer the run builds (also those of --compare and --budget; --budget's all-reduce alone stays
-// uncompressed). Prints, per configuration, one line
+// uncompressed). --compression powersgd registers PowerSgdHook (distributed/powersgd_hook.hpp; rank
+// --powersgd-rank, default 1, after --powersgd-start plain steps, default 10) on the DistOptimizers of the
+// per-policy results (not with --compare or --budget). Prints, per configuration, one line
 //   result <model> <policy> overlap=<0|1> ranks=<P> bucket_bytes=<B> buckets=<n> median=<samples/s> min=<>
 //          max=<> backward_ms=<mean ms in zero_grad+forward+backward> step_ms=<mean ms in step()>
-//          compression=<none|fp16|bf16|topk(ratio=R)> grad_bytes=<bytes of the float gradient>
-//          wire_bytes=<bytes the ranks all-reduce per step: the gradient, its 16-bit form, or top-k's
-//          ranks x k (index, value) pairs of 8 bytes per bucket>
+//          compression=<none|fp16|bf16|topk(ratio=R)|powersgd(rank=R,start=S)> grad_bytes=<bytes of the
+//          float gradient> wire_bytes=<bytes the ranks all-reduce per step: the gradient, its 16-bit form,
+//          top-k's ranks x k (index, value) pairs of 8 bytes per bucket, or PowerSGD's P, Q and
+//          uncompressed values once started>
 // and with --overhead (--reps = number of pairs, --steps = steps per timed half, --rounds = rounds with
 // fresh models, the roles of the two model slots swapped every round; default reps/20 within 2..20)
 //   overhead <model> pairs=<> rounds=<> steps_per_half=<> ratio_balanced=<dist time / bare time, placement-
@@ -42,6 +46,7 @@
 //   (medians over rounds; t1_ms: rank 0's bare step alone, both_ms: the bare step on every rank with no
 //   communication, reduce_ms: the blocking all-reduce of every gradient bucket alone, all per step; with
 //   --budget-reduce barrier a barrier precedes each bucket, with whole one call reduces the gradient)
+#include <dtrain/distributed/powersgd_hook.hpp>
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
@@ -79,6 +84,8 @@ struct Setup {
     int reps = 5;
     std::string timeline;                   // Chrome trace of the (last) timed configuration, if not empty
     std::string budget_reduce = "buckets";  // --budget's all-reduce alone: buckets, barrier or whole
+    bool powersgd = false;                  // --compression powersgd: PowerSgdHook with `psgd`
+    dtrain::PowerSgdOptions psgd;
 };
 
 dtrain::Model<float> make_model(const std::string& name) {
@@ -158,6 +165,7 @@ struct DistRun {
     DistRun(const Setup& s, const dtrain::SyncOptions& o, int rank)
         : model(make_model(s.model)), data(make_data(model, s.batch, rank)) {
         opt = std::make_unique<dtrain::DistOptimizer<Comm, dtrain::SGD<float>>>(model, make_sgd(s.model), o);
+        if (s.powersgd) opt->register_comm_hook(dtrain::PowerSgdHook<float>(model, s.psgd));
     }
     double compute_s = 0.0, step_s = 0.0;  // time in zero_grad + forward + backward, and in step()
     void step() {
@@ -193,6 +201,14 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::SyncO
         dtrain::timeline().disable();
         dtrain::timeline().write(s.timeline, MPI_COMM_WORLD);
     }
+    std::string compression = dtrain::describe_compression(o.compression, o.topk_ratio);
+    std::size_t wire = wire_bytes(run.opt->buckets(), o, size);
+    if (const auto* h = run.opt->template comm_hook<dtrain::PowerSgdHook<float>>()) {
+        compression = h->describe();
+        wire = 0;
+        for (std::size_t b = 0; b < run.opt->buckets().size(); ++b)
+            wire += sizeof(float) * h->wire_values(b);
+    }
     if (rank == 0) {
         std::printf(
             "result %s %s overlap=%d ranks=%d bucket_bytes=%zu buckets=%zu median=%.1f min=%.1f max=%.1f "
@@ -200,8 +216,7 @@ void bench_policy(const std::string& policy, const Setup& s, const dtrain::SyncO
             s.model.c_str(), policy.c_str(), int(o.overlap), size, o.bucket_bytes, run.opt->buckets().size(),
             median(rates), *std::min_element(rates.begin(), rates.end()),
             *std::max_element(rates.begin(), rates.end()), 1e3 * run.compute_s / n, 1e3 * run.step_s / n,
-            dtrain::describe_compression(o.compression, o.topk_ratio).c_str(),
-            sizeof(float) * run.model.num_parameters(), wire_bytes(run.opt->buckets(), o, size));
+            compression.c_str(), sizeof(float) * run.model.num_parameters(), wire);
         std::fflush(stdout);
     }
 }
@@ -644,9 +659,12 @@ void bench_budget(const std::string& policy, const Setup& s, const dtrain::SyncO
            "         [--bucket-bytes B] [--steps N] [--reps R] [--batch B] [--overhead [--control]\n"
            "         [--rounds K]] [--overhead-count [--warmup W]] [--compare] [--funneled]\n"
            "         [--timeline trace.json] [--budget [--budget-reduce buckets|barrier|whole]]\n"
-           "         [--compression none|fp16|bf16|topk]\n"
-           "         [--topk-ratio R]\n"
-           "  --compression     SyncOptions::compression of every DistOptimizer (default none)\n"
+           "         [--compression none|fp16|bf16|topk|powersgd]\n"
+           "         [--topk-ratio R] [--powersgd-rank R] [--powersgd-start S]\n"
+           "  --compression     SyncOptions::compression of every DistOptimizer (default none); powersgd\n"
+           "                    registers PowerSgdHook instead (per-policy results only)\n"
+           "  --powersgd-rank   with --compression powersgd: rank of the approximation (default 1)\n"
+           "  --powersgd-start  with --compression powersgd: plain all-reduce steps first (default 10)\n"
            "  --topk-ratio      with --compression topk: share of each gradient bucket sent (default 0.01)\n"
            "  --budget          2+ ranks: per round, rank 0's bare step alone, the bare step on every rank,\n"
            "                    the gradient all-reduce alone and the DistOptimizer step; prints the\n"
@@ -710,7 +728,8 @@ int main(int argc, char** argv) {
     s.model = "mlp";
     std::string policies = "collective,ring,naive", overlaps = "0,1";
     dtrain::SyncOptions base;  // bucket_bytes, compression and topk_ratio of every DistOptimizer
-    bool topk_ratio_given = false;
+    bool topk_ratio_given = false, psgd_given = false;
+    s.psgd.start_iter = 10;
     bool overhead = false, overhead_count = false, overhead_control = false, compare = false, budget = false;
     int warmup = 3, rounds = 0;
     for (int i = 1; i < argc; ++i) {
@@ -748,6 +767,11 @@ int main(int argc, char** argv) {
             base.bucket_bytes = std::size_t(parse_long(a, argv[++i], 0));
         else if (a == "--compression") {
             try {
+                s.powersgd = std::string(argv[i + 1]) == "powersgd";
+                if (s.powersgd) {
+                    ++i;
+                    continue;
+                }
                 base.compression = dtrain::compression_from_name(argv[++i]);
             } catch (const dtrain::Error& e) {
                 usage(std::string("--compression: ") + e.what());
@@ -755,6 +779,12 @@ int main(int argc, char** argv) {
         } else if (a == "--topk-ratio") {
             base.topk_ratio = parse_double(a, argv[++i]);
             topk_ratio_given = true;
+        } else if (a == "--powersgd-rank") {
+            s.psgd.rank = std::size_t(parse_long(a, argv[++i], 1));
+            psgd_given = true;
+        } else if (a == "--powersgd-start") {
+            s.psgd.start_iter = std::uint64_t(parse_long(a, argv[++i], 0));
+            psgd_given = true;
         } else if (a == "--steps")
             s.steps = int(parse_long(a, argv[++i], 1));
         else if (a == "--reps")
@@ -777,6 +807,10 @@ int main(int argc, char** argv) {
     if (s.model != "cnn" && s.model != "mlp") usage("unknown model '" + s.model + "' (known: cnn, mlp)");
     if (topk_ratio_given && base.compression != dtrain::Compression::TopK)
         usage("--topk-ratio applies to --compression topk only");
+    if (psgd_given && !s.powersgd)
+        usage("--powersgd-rank and --powersgd-start apply to --compression powersgd only");
+    if (s.powersgd && (compare || budget || overhead || overhead_count))
+        usage("--compression powersgd applies to the per-policy results only");
     if (!(base.topk_ratio > 0.0 && base.topk_ratio <= 1.0))
         usage("--topk-ratio must be in (0, 1], got " + std::to_string(base.topk_ratio));
     if (overhead || overhead_count) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <dtrain/core/collectively.hpp>
 #include <dtrain/core/error.hpp>
@@ -36,6 +37,8 @@ struct CommonFlags {
     std::string comm = "collective";
     std::string compression = "none";
     double topk_ratio = 0.01;
+    std::size_t powersgd_rank = 1;      // --compression powersgd: rank of the approximation
+    std::uint64_t powersgd_start = 10;  // --compression powersgd: plain all-reduce steps first
     int masters = 1;
     long long staleness = -1;
     std::string log;
@@ -49,6 +52,14 @@ struct CommonFlags {
     std::size_t checkpoint_every = 0;
     std::size_t stop_after_step = 0;
 };
+
+/// The values --compression accepts: the settings of SyncOptions::compression and powersgd (PowerSgdHook,
+/// registered by train_classifier()).
+inline std::vector<std::string> compression_flag_names() {
+    std::vector<std::string> names = dtrain::compression_names();
+    names.push_back("powersgd");
+    return names;
+}
 
 /// Declares the common flags on `app`, bound to `f` (whose values are the defaults shown by --help).
 inline void add_common_flags(CLI::App& app, CommonFlags& f) {
@@ -65,10 +76,15 @@ inline void add_common_flags(CLI::App& app, CommonFlags& f) {
     app.add_option(
            "--compression", f.compression,
            "gradient compression on the wire (synchronous policies): none, fp16 or bf16 (16-bit values, "
-           "fp32 accumulation), topk (--topk-ratio of each bucket, with error feedback)")
-        ->check(CLI::IsMember(dtrain::compression_names()));
+           "fp32 accumulation), topk (--topk-ratio of each bucket, with error feedback), powersgd (rank "
+           "--powersgd-rank approximations of the weight matrices, with error feedback)")
+        ->check(CLI::IsMember(compression_flag_names()));
     add_number(app, "--topk-ratio", f.topk_ratio, "--compression topk: share of each gradient bucket sent",
                1e-6, 1.0);
+    add_number(app, "--powersgd-rank", f.powersgd_rank, "--compression powersgd: rank of the approximation",
+               1);
+    add_number(app, "--powersgd-start", f.powersgd_start,
+               "--compression powersgd: steps summed uncompressed before PowerSGD starts");
     add_number(app, "--masters", f.masters, "async: parameter-server ranks (0..M-1); the others are workers",
                1);
     add_number(app, "--staleness", f.staleness,
@@ -118,7 +134,8 @@ dtrain::options_for<Policy> dist_options(const CommonFlags& f) {
         o.masters = f.masters;
         o.staleness = f.staleness < 0 ? dtrain::unbounded_staleness : std::uint64_t(f.staleness);
     } else {
-        o.compression = dtrain::compression_from_name(f.compression);
+        o.compression = f.compression == "powersgd" ? dtrain::Compression::None
+                                                    : dtrain::compression_from_name(f.compression);
         o.topk_ratio = f.topk_ratio;
     }
     return o;
@@ -160,6 +177,9 @@ inline int parse_flags(CLI::App& app, CommonFlags& f, int argc, char** argv) {
                      "command line: --compression needs a synchronous policy (collective, ring or naive)");
         DTRAIN_CHECK(f.compression == "topk" || !given(app, "topk-ratio"),
                      "command line: --topk-ratio applies to --compression topk only");
+        DTRAIN_CHECK(
+            f.compression == "powersgd" || (!given(app, "powersgd-rank") && !given(app, "powersgd-start")),
+            "command line: --powersgd-rank and --powersgd-start apply to --compression powersgd only");
         DTRAIN_CHECK(f.comm != "async" || f.checkpoint.empty(),
                      "command line: --checkpoint needs a synchronous policy (collective, ring or naive); "
                      "the async masters hold the optimizer state");

@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <dtrain/app.hpp>
+#include <dtrain/distributed/powersgd_hook.hpp>
 #include <dtrain/dtrain.hpp>
 
 #include "common_flags.hpp"
@@ -78,7 +79,17 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
     const bool resume = !f.checkpoint.empty() && dtrain::checkpoint_exists(f.checkpoint);
     dtrain::DistOptimizer<Policy, Opt> dopt(model, std::move(opt), dist_options<Policy>(f));
     const std::size_t batch = per_worker_batch(f, dopt.num_workers());
+    std::string compression = f.compression == "none" ? "" : f.compression;
     if constexpr (dtrain::is_communicator_v<Policy>) {
+        if (f.compression == "powersgd") {  // registered before the checkpoint, which holds its state
+            dtrain::PowerSgdOptions po;
+            po.rank = f.powersgd_rank;
+            po.start_iter = f.powersgd_start;
+            compression = dopt.register_comm_hook(dtrain::PowerSgdHook<float>(model, po)).describe();
+        } else if (f.compression != "none") {
+            compression =
+                dtrain::describe_compression(dtrain::compression_from_name(f.compression), f.topk_ratio);
+        }
         if (resume) {
             start = dtrain::load_checkpoint(f.checkpoint, dopt);
             dtrain::check_resume(f.checkpoint, start, std::uint64_t(dopt.num_workers()), batch, f.seed);
@@ -106,9 +117,7 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             printer);
     if (world_rank() == 0) {
         std::string comm = f.comm;
-        if (f.compression != "none")
-            comm += ", compression " +
-                    dtrain::describe_compression(dtrain::compression_from_name(f.compression), f.topk_ratio);
+        if (!compression.empty()) comm += ", compression " + compression;
         if (f.comm == "async")
             comm += " (" + std::to_string(f.masters) + " master(s), staleness " +
                     (f.staleness < 0 ? std::string("unbounded") : std::to_string(f.staleness)) + ")";

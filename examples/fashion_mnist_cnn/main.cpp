@@ -3,7 +3,7 @@
 //
 //   mpiexec.mpich -n 2 ./fashion_mnist_cnn                    # full data set, 10 epochs
 //   mpiexec.mpich -n 2 ./fashion_mnist_cnn --train-limit 2000 --test-limit 500 --epochs 2
-//   mpiexec.mpich -n 2 ./fashion_mnist_cnn --compression topk --topk-ratio 0.01   # or fp16, bf16
+//   mpiexec.mpich -n 2 ./fashion_mnist_cnn --compression topk --topk-ratio 0.01   # or fp16, bf16, powersgd
 //
 // The training images are sharded by rank every epoch; every epoch the first rank prints the global
 // training loss and accuracy, the evaluation accuracy and the elapsed time, reduced over the ranks, like

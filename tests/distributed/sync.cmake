@@ -22,6 +22,7 @@ dtrain_add_test(distributed_policy_name_test PROGRAM distributed_tests
 dtrain_add_test(distributed_compression_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/compression_test.cpp RANKS 1 2 3
                 TIMEOUT 300)
 dtrain_add_test(distributed_comm_hook_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/comm_hook_test.cpp RANKS 1 2)
+dtrain_add_test(distributed_powersgd_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/powersgd_test.cpp RANKS 1 2)
 dtrain_add_test(distributed_nonfinite_test PROGRAM distributed_tests
                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/nonfinite_test.cpp RANKS 1 2 3
                 LABELS reliability)
