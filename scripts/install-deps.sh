@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages dtrain needs to build, test and run its examples.
 # Idempotent: when everything is present it only checks and returns (no apt-get update).
-# Usage: scripts/install-deps.sh [--openmpi] [--slurm] [--docs] [--onnx] [--plot] [--torch]
+# Usage: scripts/install-deps.sh [--openmpi] [--slurm] [--docs] [--onnx] [--plot] [--torch] [--onednn]
 #   --openmpi  also Open MPI 4.1 (openmpi-bin, libopenmpi-dev), dtrain's second supported MPI, for
 #              scripts/test.sh's openmpi configuration. Debian then makes Open MPI the default mpiexec and
 #              mpicxx (update-alternatives); dtrain's scripts name MPICH's explicitly, and
@@ -19,6 +19,7 @@
 #              its own npm and conflicts with Debian's, so npm is asked for only when no npm command is there.
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
+#   --onednn   also libdnnl-dev, oneDNN 2.6 (only for the oneDNN comparison benchmark, benchmarks/onednn)
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
@@ -33,7 +34,8 @@ for a in "$@"; do
     --onnx) pkgs+=(nodejs python3-onnx); command -v npm >/dev/null || pkgs+=(npm) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
-    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --onnx --plot --torch)" >&2; exit 2 ;;
+    --onednn) pkgs+=(libdnnl-dev) ;;
+    *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --onnx --plot --torch --onednn)" >&2; exit 2 ;;
   esac
 done
 missing=()
