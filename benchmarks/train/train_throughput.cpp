@@ -109,10 +109,11 @@ void collect_gemms(const dtrain::Layer<float>& layer, const dtrain::Shape& in, s
         // A stride-1, unpadded Conv2d<float> runs its forward pass, its input gradient and, when thin, its
         // weight gradient with direct kernels on AVX2: the product is listed with its GEMM shape, marked
         // "direct".
-        const bool dfwd = dtrain::detail::use_direct_conv_forward(geo);
-        const bool ddw = dtrain::detail::use_direct_conv_weight_grad(geo);
-        const bool ddx = dtrain::detail::use_direct_conv_input_grad(geo);
-        if (dtrain::detail::use_gemm_conv(geo)) {  // GemmConv: per sample, dW per chunk of samples
+        const std::string algo = dtrain::choose_conv_algorithm<float>({geo, n, co}).name;
+        const bool dfwd = algo.rfind("direct", 0) == 0;  // DirectConv, DirectConvBlasWeights
+        const bool ddw = algo == dtrain::DirectConv::label;
+        const bool ddx = dfwd;
+        if (algo == dtrain::GemmAvx512Conv::label) {  // GemmConv: per sample, dW per chunk of samples
             const std::size_t pos = o[1] * o[2],
                               chunk = dtrain::detail::col_chunk_samples(n, sizeof(float) * rows * pos);
             out.push_back({c->name(), {"fwd", co, pos, rows, false, false, f, false, true, true, n}});

@@ -9,6 +9,7 @@
 
 #include <xtensor/xview.hpp>
 
+#include <dtrain/nn/kernels/conv_algorithms.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/conv2d.hpp>
 #include <dtrain/nn/model.hpp>
@@ -30,6 +31,12 @@ using dtrain::test::random_tensor;
 using dtrain::test::without_avx512;
 
 namespace {
+
+// The algorithm Conv2d<float> runs geometry g on (a batch of 8 into 4 channels: no algorithm chooses by
+// either), for this CPU and DTRAIN_KERNELS.
+std::string chosen_algorithm(const dtrain::detail::ConvGeometry& g) {
+    return dtrain::choose_conv_algorithm<float>({g, 8, 4}).name;
+}
 
 // Runs Conv2d<float> of case `cc` on 3 random samples and checks its forward pass, weight, bias and input
 // gradients and their accumulation against a double reference:
@@ -205,12 +212,13 @@ TEST_CASE(
         const dtrain::detail::ConvGeometry g =
             Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p).geometry(cc.h, cc.w);
         const bool thin = cc.c * cc.k[0] * cc.k[1] <= dtrain::detail::direct_conv_max_fan_in;
+        const std::string algo = chosen_algorithm(g);
+        const bool avx2 = dtrain::detail::direct_conv_available();
         INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
-                       << cc.k[1] << " direct=" << dtrain::detail::use_direct_conv_forward(g));
-        CHECK(dtrain::detail::use_direct_conv_forward(g) == dtrain::detail::direct_conv_available());
-        CHECK(dtrain::detail::use_direct_conv_weight_grad(g) ==
-              (thin && dtrain::detail::direct_conv_available()));
-        CHECK_FALSE(dtrain::detail::use_implicit_conv(g));
+                       << cc.k[1] << " algorithm " << algo);
+        CHECK((algo == dtrain::DirectConv::label) == (thin && avx2));
+        CHECK((algo == dtrain::Im2colConv<float>::label) == !avx2);
+        CHECK(algo.find("implicit") == std::string::npos);
         // With AVX-512F the fan-ins above 32 run detail::GemmConv; switched off, the direct kernels above.
         const Rng start = rng;                                // both paths on the same data
         const KernelSet set0 = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS
@@ -218,7 +226,7 @@ TEST_CASE(
             dtrain::detail::kernel_set() = set;
             rng = start;
             INFO("kernel set " << dtrain::detail::kernel_set_name(set));
-            CHECK(dtrain::detail::use_gemm_conv(g) ==
+            CHECK((chosen_algorithm(g) == dtrain::GemmAvx512Conv::label) ==
                   (!thin && set == KernelSet::native && dtrain::detail::cpu_has_avx512f() &&
                    dtrain::detail::direct_conv_available()));
             check_float_conv(cc, rng);
@@ -258,8 +266,9 @@ TEST_CASE(
         INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
                        << cc.k[1] << " s=" << cc.s[0] << "," << cc.s[1] << " p=" << cc.p[0] << ","
                        << cc.p[1]);
-        CHECK_FALSE(dtrain::detail::use_direct_conv_forward(g));
-        CHECK(dtrain::detail::use_implicit_conv(g) == dtrain::detail::direct_conv_available());
+        const std::string algo = chosen_algorithm(g);
+        CHECK(algo.find("direct") == std::string::npos);
+        CHECK((algo.rfind("implicit GEMM", 0) == 0) == dtrain::detail::direct_conv_available());
         // With AVX-512F on the AVX-512 tiles (implicit_conv_test: bitwise the AVX2 ones), and switched off.
         const Rng start = rng;
         const KernelSet set0 = dtrain::detail::kernel_set();  // from DTRAIN_KERNELS

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <dtrain/core/rng.hpp>
+#include <dtrain/nn/kernels/conv_gemm_avx512.hpp>
 #include <dtrain/nn/layers/detail/conv_gemm.hpp>
 
 #include "nn/layers/blocked_sum.hpp"
@@ -52,7 +53,7 @@ TEST_CASE("GemmConv: forward is bitwise the direct kernel's (the bias, then the 
         const std::size_t fan = cs.c * cs.kh * cs.kw, pos = g.positions();
         INFO("c=" << cs.c << " out=" << cs.out << " " << cs.h << "x" << cs.w << " k=" << cs.kh << "x" << cs.kw
                   << " n=" << cs.n);
-        REQUIRE(dtrain::detail::use_gemm_conv(g));
+        REQUIRE(dtrain::GemmAvx512Conv::applies({g, cs.n, cs.out}, dtrain::kernel_cpu()));
         const auto x = random_floats(cs.n * cs.c * cs.h * cs.w, rng), w = random_floats(cs.out * fan, rng);
         const auto bias = random_floats(cs.out, rng);
         std::vector<float> y(cs.n * cs.out * pos, 7.0f), y_direct(y.size()), packed(cs.out * fan);

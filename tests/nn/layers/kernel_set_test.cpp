@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string>
 
-#include <dtrain/nn/layers/detail/conv_gemm.hpp>
-#include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/kernels/conv_algorithms.hpp>
+#include <dtrain/nn/kernels/dense_algorithms.hpp>
 #include <dtrain/nn/layers/detail/kernel_set.hpp>
 
 using dtrain::detail::KernelSet;
@@ -21,12 +21,13 @@ TEST_CASE(
     INFO("DTRAIN_KERNELS=" << mode << (old != nullptr ? " DTRAIN_AVX512 set" : ""));
     dtrain::detail::ConvGeometry g{20, 12, 12, 5, 5, 1, 1, 0, 0};  // the SINGA CNN's second layer
     g.finish();
+    const dtrain::ConvProblem problem{g, 64, 50};
     if (old != nullptr) {
         CHECK_THROWS_WITH(
             dtrain::detail::kernel_set(),
             Catch::Contains("DTRAIN_AVX512 (set to '" + std::string(old) + "') is no longer read") &&
                 Catch::Contains("DTRAIN_KERNELS=avx2"));
-        CHECK_THROWS_WITH(dtrain::detail::use_gemm_conv(g), Catch::Contains("DTRAIN_AVX512"));
+        CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_AVX512"));
     } else if (mode.empty() || mode == "native" || mode == "avx2" || mode == "reference") {
         const KernelSet want = mode == "avx2"        ? KernelSet::avx2
                                : mode == "reference" ? KernelSet::reference
@@ -37,12 +38,15 @@ TEST_CASE(
         const bool avx2 = want != KernelSet::reference && dtrain::detail::cpu_has_avx2_fma();
         CHECK(dtrain::detail::gemm_avx512_available() == avx512);
         CHECK(dtrain::detail::direct_conv_available() == avx2);
-        CHECK(dtrain::detail::use_direct_conv_forward(g) == avx2);
-        CHECK(dtrain::detail::use_gemm_conv(g) == (avx512 && avx2));
+        const std::string algo = dtrain::choose_conv_algorithm<float>(problem).name;
+        CHECK((algo != dtrain::Im2colConv<float>::label) == avx2);
+        CHECK((algo == dtrain::GemmAvx512Conv::label) == (avx512 && avx2));
+        CHECK(dtrain::choose_dense_algorithm<float>({64, 500, 10}).name ==
+              std::string(avx512 ? dtrain::GemmAvx512Dense::label : dtrain::BlasDense<float>::label));
     } else {
         CHECK_THROWS_WITH(
             dtrain::detail::kernel_set(),
             Catch::Contains("DTRAIN_KERNELS must be native, avx2 or reference, got '" + mode + "'"));
-        CHECK_THROWS_WITH(dtrain::detail::use_direct_conv_forward(g), Catch::Contains("DTRAIN_KERNELS"));
+        CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_KERNELS"));
     }
 }

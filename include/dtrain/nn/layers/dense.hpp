@@ -8,24 +8,22 @@
 #include <type_traits>
 #include <vector>
 
-#include <dtrain/core/blas.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/kernel_description.hpp>
+#include <dtrain/nn/kernels/dense_algorithms.hpp>
 #include <dtrain/nn/layer.hpp>
-#include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
 namespace dtrain {
 
 /// Fully connected layer: out = in * W^T + b, with W of shape [out_features, in_features] (PyTorch's
 /// Linear layout) followed by b in the flat buffer. Input must be [batch, in_features] (use Flatten
 /// first for images). Weights are initialised by `init` (default Glorot uniform), biases to zero.
-/// Dense<float> computes its products with the AVX-512 kernels of detail/dense_gemm.hpp where the CPU has
-/// AVX-512F and DTRAIN_KERNELS is native (detail::kernel_set()): each output summed in one fixed order, so
-/// a sample's output does not depend on the rest of its batch. Elsewhere, and for double, with BLAS gemm.
+/// The products run on the first algorithm of dense_algorithms<T>() (nn/kernels/) that applies on this CPU
+/// (kernel_cpu(), which follows DTRAIN_KERNELS, read at every call); Model::summary() names it.
 /// Dense takes part in the gradient overlap (ReportsGradients): its weight gradient in parts, last rows
 /// first, and written instead of added after Model::zero_grad().
 template <class T = float>
@@ -49,9 +47,9 @@ public:
 
     std::size_t num_params() const override { return out_ * in_ + out_; }
 
-    /// DescribesKernels::kernels: "GEMM (AVX-512)" or "BLAS".
+    /// DescribesKernels::kernels: the name of the algorithm a batch of 64 runs on.
     std::string kernels(const Shape&) const override {
-        return std::is_same_v<T, float> && detail::gemm_avx512_available() ? "GEMM (AVX-512)" : "BLAS";
+        return choose_dense_algorithm<T>(DenseProblem{64, in_, out_}).name;
     }
 
     /// Layer<T>::bind: the weights [out, in] (row-major) then the biases [out].
@@ -72,24 +70,15 @@ public:
         if (in.dimension() != 2 || in.shape()[1] != in_) detail::check_batch_shape(in, {in_}, name());
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
-        T* o = out.data();
-        if constexpr (std::is_same_v<T, float>) {
-            if (detail::gemm_avx512_available()) {
-                xt_.resize(in_ * n);
-                ot_.resize(out_ * n);
-                return detail::dense_forward_avx512(n, in_, out_, in.data(), w_, b_, xt_.data(), ot_.data(),
-                                                    o);
-            }
-        }
-        for (std::size_t r = 0; r < n; ++r)
-            std::copy(b_, b_ + out_, o + r * out_);
-        detail::gemm(false, true, n, out_, in_, T(1), in.data(), in_, w_, in_, T(1), o, out_);
+        prepare(n);
+        algo_->forward(in.data(), w_, b_, out.data());
     }
 
     /// Layer<T>::backward: accumulates dW and db; writes `grad_in` = `grad_out` W when asked.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
         const std::size_t n = in.shape()[0];
+        prepare(n);
         const T* g = grad_out.data();
         // db += column sums of g ; dW += g^T * in (the bias follows the weights in the slice); after
         // zero_grad() both are written, not added (the same values as added to zeros)
@@ -108,20 +97,16 @@ public:
             const std::size_t rows = std::max<std::size_t>(1, chunk / in_);
             for (std::size_t hi = out_; hi > 0;) {
                 const std::size_t lo = hi > rows ? hi - rows : 0;
-                weight_grad(add, n, lo, hi, g, in.data());
+                algo_->backward_weights(in.data(), g, lo, hi, add, dw_);
                 this->report_grads_ready(lo * in_, hi * in_);
                 hi = lo;
             }
         } else {
-            weight_grad(add, n, 0, out_, g, in.data());
+            algo_->backward_weights(in.data(), g, 0, out_, add, dw_);
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
-            if constexpr (std::is_same_v<T, float>) {
-                if (detail::gemm_avx512_available())
-                    return detail::gemm_avx512(false, n, in_, out_, g, out_, 1, w_, in_, grad_in.data(), in_);
-            }
-            detail::gemm(false, false, n, in_, out_, T(1), g, out_, w_, in_, T(0), grad_in.data(), in_);
+            algo_->backward_data(g, w_, grad_in.data());
         }
     }
 
@@ -141,16 +126,16 @@ public:
     TensorView<T, 1> bias() { return make_view<T, 1>(b_, {out_}); }
 
 private:
-    // dW[lo, hi) (+)= g[:, lo, hi)^T * in for output rows [lo, hi): g [n, out], in [n, in_]; adds when `add`,
-    // else writes.
-    void weight_grad(bool add, std::size_t n, std::size_t lo, std::size_t hi, const T* g, const T* in) {
-        if constexpr (std::is_same_v<T, float>) {
-            if (detail::gemm_avx512_available())
-                return detail::gemm_avx512(add, hi - lo, in_, n, g + lo, 1, out_, in, in_, dw_ + lo * in_,
-                                           in_);
-        }
-        detail::gemm(true, false, hi - lo, in_, n, T(1), g + lo, out_, in, in_, add ? T(1) : T(0),
-                     dw_ + lo * in_, in_);
+    // Chooses the algorithm for a batch of n on kernel_cpu() as it is now, and prepares it when it or the
+    // batch size changed.
+    void prepare(std::size_t n) {
+        const DenseProblem problem{n, in_, out_};
+        const DenseAlgorithmEntry<T>& chosen = choose_dense_algorithm<T>(problem);
+        if (algo_ && n == n_ && chosen.name == algo_name_) return;
+        if (chosen.name != algo_name_) algo_ = chosen.make();
+        algo_->prepare(problem);
+        algo_name_ = chosen.name;
+        n_ = n;
     }
 
     std::size_t in_, out_;
@@ -159,7 +144,9 @@ private:
     T* b_ = nullptr;
     T* dw_ = nullptr;
     T* db_ = nullptr;
-    std::vector<T> xt_, ot_;  // AVX-512 forward: the input and output transposed, [in, n] and [out, n]
+    std::size_t n_ = 0;                        // batch size algo_ is prepared for
+    const char* algo_name_ = nullptr;          // the entry algo_ was made from
+    std::unique_ptr<DenseAlgorithm<T>> algo_;  // the algorithm of the last call
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

@@ -20,13 +20,6 @@
 
 namespace dtrain::detail {
 
-/// True when Conv2d<float> runs geometry `g` on GemmConv: stride 1, no padding, a fan-in above
-/// direct_conv_max_fan_in, and gemm_avx512_available().
-inline bool use_gemm_conv(const ConvGeometry& g) {
-    return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.c * g.kh * g.kw > direct_conv_max_fan_in &&
-           gemm_avx512_available() && direct_conv_available();
-}
-
 #ifdef DTRAIN_X86_DISPATCH
 
 /// im2col() of a stride-1, unpadded geometry `g` whose output rows are a multiple of 8 wide (the SINGA
@@ -76,19 +69,19 @@ DTRAIN_AVX512_KERNEL inline void fold_rows8(const float* col, std::size_t n, con
         }
 }
 
-#else  // never called: use_gemm_conv() is false without the AVX-512 kernels
+#else  // never called: GemmAvx512Conv does not apply without the AVX-512 kernels
 
 inline void fold_rows8(const float*, std::size_t, const ConvGeometry&, float*) {
-    throw std::logic_error("fold_rows8: not compiled for this target (check use_gemm_conv())");
+    throw std::logic_error("fold_rows8: not compiled for this target (check GemmAvx512Conv::applies())");
 }
 
 inline void unfold_rows8(const float*, std::size_t, const ConvGeometry&, float*) {
-    throw std::logic_error("unfold_rows8: not compiled for this target (check use_gemm_conv())");
+    throw std::logic_error("unfold_rows8: not compiled for this target (check GemmAvx512Conv::applies())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH
 
-/// The GEMM path of one Conv2d<float> layer (use_gemm_conv). Per chunk of samples the input is unfolded
+/// The GEMM path of one Conv2d<float> layer (GemmAvx512Conv in nn/kernels/). Per chunk of samples the input is unfolded
 /// into columns cols [fan_in, chunk * positions] (unfold_rows8 where the output rows are a multiple of 8
 /// wide, else im2col), then
 /// - forward:  y_s [out, pos] = bias + W [out, fan_in] * cols_s, the bias starting every sum and the taps
@@ -101,7 +94,7 @@ inline void unfold_rows8(const float*, std::size_t, const ConvGeometry&, float*)
 /// prepare().
 class GemmConv {
 public:
-    /// Sizes the scratch for `n` samples of geometry `g` into `out` channels; requires use_gemm_conv(g).
+    /// Sizes the scratch for `n` samples of geometry `g` into `out` channels; requires direct_conv_geometry(g) and cpu_has_avx512f().
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out) {
         g_ = g;
         n_ = n;
@@ -131,6 +124,12 @@ public:
     /// db += the sums of dy over samples and positions, dw += the weight gradient, and dx = the input
     /// gradient unless dx is null; x is the forward pass's input, dy [n, out, oh, ow] its output's gradient.
     void backward(const float* x, const float* dy, const float* w, float* dw, float* db, float* dx) {
+        backward_weights(x, dy, dw, db);
+        if (dx != nullptr) backward_data(dy, w, dx);
+    }
+
+    /// The bias and weight gradients of backward(), added to db and dw.
+    void backward_weights(const float* x, const float* dy, float* dw, float* db) {
         const std::size_t rows = fan_in(), pos = g_.positions(), in_sample = g_.c * g_.h * g_.w;
         add_bias_grad(dy, n_, out_, pos, db);
         for (std::size_t s0 = 0; s0 < n_; s0 += chunk_) {
@@ -140,7 +139,15 @@ public:
                 transpose_avx512(out_, pos, dy + (s0 + s) * out_ * pos, pos, gt_.data() + s * pos * out_,
                                  out_, nullptr);
             gemm_avx512(s0 > 0, rows, out_, cp, cols_.data(), cp, 1, gt_.data(), out_, dwt_.data(), out_);
-            if (dx == nullptr) continue;
+        }
+        add_used_taps_transposed(dwt_.data(), g_, out_, dw);
+    }
+
+    /// The input gradient of backward(), written to dx: dcols_s = W^T * dY_s a chunk at a time, folded.
+    void backward_data(const float* dy, const float* w, float* dx) {
+        const std::size_t rows = fan_in(), pos = g_.positions(), in_sample = g_.c * g_.h * g_.w;
+        for (std::size_t s0 = 0; s0 < n_; s0 += chunk_) {
+            const std::size_t m = std::min(chunk_, n_ - s0), cp = m * pos;
             for (std::size_t s = 0; s < m; ++s)
                 gemm_avx512(false, rows, pos, out_, w, 1, rows, dy + (s0 + s) * out_ * pos, pos,
                             cols_.data() + s * pos, cp);
@@ -149,7 +156,6 @@ public:
             else
                 col2im(cols_.data(), m, g_, dx + s0 * in_sample);
         }
-        add_used_taps_transposed(dwt_.data(), g_, out_, dw);
     }
 
 private:

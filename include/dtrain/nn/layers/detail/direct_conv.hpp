@@ -22,10 +22,9 @@ inline bool direct_conv_available() {
     return kernel_set() != KernelSet::reference && cpu_has_avx2_fma();
 }
 
-/// True when Conv2d<float> runs the forward pass of geometry `g` with direct_conv_forward() instead of
-/// im2col + GEMM: stride 1, no padding, and a CPU with AVX2 and FMA.
-inline bool use_direct_conv_forward(const ConvGeometry& g) {
-    return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && direct_conv_available();
+/// Stride 1 and no padding: the geometries the direct kernels (and GemmConv) take.
+inline bool direct_conv_geometry(const ConvGeometry& g) noexcept {
+    return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
 }
 
 /// Writes off[t] = the offset of tap t = (ci, ki, kj) in an input sample [c, h, w] of geometry `g`, for

@@ -17,18 +17,6 @@ namespace dtrain::detail {
 /// measured slower than im2col + GEMM (benchmarks/train/README.md).
 constexpr std::size_t direct_conv_max_fan_in = 32;
 
-/// True when Conv2d<float> computes the weight gradient of geometry `g` with direct_conv_weight_grad():
-/// a direct forward and a fan-in of at most direct_conv_max_fan_in.
-inline bool use_direct_conv_weight_grad(const ConvGeometry& g) {
-    return g.c * g.kh * g.kw <= direct_conv_max_fan_in && use_direct_conv_forward(g);
-}
-
-/// True when Conv2d<float> computes the input gradient of geometry `g` with direct_conv_input_grad()
-/// instead of dcols = W^T * dY and col2im: wherever the forward pass is direct.
-inline bool use_direct_conv_input_grad(const ConvGeometry& g) {
-    return use_direct_conv_forward(g);
-}
-
 #ifdef DTRAIN_DIRECT_CONV
 
 // Sum of the 8 lanes of v, in a fixed order.

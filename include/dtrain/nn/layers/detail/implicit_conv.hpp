@@ -39,12 +39,6 @@ inline std::vector<ConvSegment> conv_segments(std::size_t k, std::size_t len, st
     return segs;
 }
 
-/// True when Conv2d<float> computes geometry `g` with ImplicitConv: every convolution the direct kernels do
-/// not take (strided or padded ones) that has a used tap, on a CPU with AVX2 and FMA.
-inline bool use_implicit_conv(const ConvGeometry& g) {
-    return g.col_rows() > 0 && direct_conv_available() && !use_direct_conv_forward(g);
-}
-
 /// Packs the weights of the `rows` used taps (tap u at w[o * fan_in + used_w[u]] of w [out, fan_in]) for
 /// implicit_conv_forward: block b (channels [16b, 16b + 16)) at wp + 16b * rows holds [rows][16], channels
 /// at or beyond `out` zero.
@@ -71,7 +65,7 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
     }
 }
 
-/// The padded and strided convolutions of Conv2d<float> (detail::use_implicit_conv) as implicit GEMMs over
+/// The padded and strided convolutions of Conv2d<float> (ImplicitGemmConv in nn/kernels/) as implicit GEMMs over
 /// the input itself: the output positions are grouped into classes whose rows and columns meet the input
 /// at the same kernel offsets (corners, edges, interior; conv_segments), and each class is one GEMM over
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
@@ -84,9 +78,11 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 class ImplicitConv {
 public:
     /// Builds the classes and sizes the scratch for `n` samples of geometry `g` into `out` channels;
-    /// requires direct_conv_available() and g.col_rows() > 0 (use_implicit_conv(g) for Conv2d's layers; the
+    /// requires direct_conv_available() and g.col_rows() > 0 (ImplicitGemmConv::applies() for Conv2d's layers; the
     /// input gradient's convolution may be unpadded). With forward_only, backward() must not be called.
-    void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false) {
+    /// With avx512 the AVX-512 tiles run (requires cpu_has_avx512f()), else the AVX2 ones.
+    void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false,
+                 bool avx512 = gemm_avx512_available()) {
         g_ = g;
         n_ = n;
         out_ = out;
@@ -98,7 +94,7 @@ public:
             ConvGeometry gt{out, g.oh, g.ow, g.kh, g.kw, 1, 1, g.kh - 1 - g.ph, g.kw - 1 - g.pw};
             gt.finish();
             dx_conv_.resize(1);
-            dx_conv_[0].prepare(gt, n, g.c, true);
+            dx_conv_[0].prepare(gt, n, g.c, true, avx512);
             // its used tap (o, ki, kj) of output (input) channel ci reads w at flip_w_[u] + ci * kh * kw
             flip_w_.clear();
             for (const std::size_t u : dx_conv_[0].used_w_) {
@@ -149,7 +145,7 @@ public:
         wt_.resize(
             std::max(implicit_round(out) * g.col_rows(), scatter_dx ? out * implicit_round(max_taps) : 0));
         dxt_.resize(scatter_dx ? implicit_mr_max * implicit_round(max_taps) : 0);
-        avx512_ = gemm_avx512_available();
+        avx512_ = avx512;
     }
 
     /// y [n, out, oh, ow] = the convolution of x [n, c, h, w] with w [out, c, kh, kw] plus bias [out].
@@ -161,6 +157,13 @@ public:
     /// For the gradient dy [n, out, oh, ow] of forward(x): ADDS the weight gradient to dw and the bias
     /// gradient to db, and, when dx is not null, writes the input gradient [n, c, h, w] to dx.
     void backward(const float* x, const float* dy, const float* w, float* dw, float* db, float* dx) {
+        backward_weights(x, dy, dw, db);
+        if (dx != nullptr) backward_data(dy, w, dx);
+    }
+
+    /// The weight and bias gradients of backward(): ADDS them to dw and db (and keeps dy as rows for
+    /// backward_data()).
+    void backward_weights(const float* x, const float* dy, float* dw, float* db) {
 #ifdef DTRAIN_DIRECT_CONV
         const std::size_t pos = g_.positions(), outp = implicit_round(out_);
         implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), pos, out_, dyt_.data(), db);
@@ -179,7 +182,14 @@ public:
         for (std::size_t o = 0; o < out_; ++o)
             for (std::size_t u = 0; u < used_w_.size(); ++u)
                 dw[o * fan_in() + used_w_[u]] += dwt_[u * outp + o];
-        if (dx == nullptr) return;
+#endif
+        (void)x, (void)dy, (void)dw, (void)db;
+    }
+
+    /// The input gradient of backward(), written to dx [n, c, h, w]; follows backward_weights() of the
+    /// same dy, whose rows it reads.
+    void backward_data(const float* dy, const float* w, float* dx) {
+#ifdef DTRAIN_DIRECT_CONV
         if (!dx_conv_.empty()) {
             // its weights [c, out, kh, kw] are w [out, c, kh, kw] turned by 180 degrees, packed straight away
             ImplicitConv& t = dx_conv_[0];
@@ -195,7 +205,7 @@ public:
                 dyt_.data(), view(c, 0, n_), wt_.data(), out_, dx, dxt_.data());
         }
 #endif
-        (void)x, (void)dy, (void)w, (void)dw, (void)db, (void)dx;
+        (void)dy, (void)w, (void)dx;
     }
 
 private:

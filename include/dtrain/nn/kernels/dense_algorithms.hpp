@@ -1,0 +1,161 @@
+#pragma once
+
+/// @file
+/// The compute-backend seam of Dense: its matrix-product algorithms and the ordered list Dense chooses
+/// from (the first that applies).
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <dtrain/core/blas.hpp>
+#include <dtrain/core/precompiled.hpp>
+#include <dtrain/nn/kernels/conv_algorithm.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm.hpp>
+
+namespace dtrain {
+
+/// One fully connected product to compute: batch size, input and output features.
+struct DenseProblem {
+    std::size_t batch = 0;  ///< samples per call
+    std::size_t in = 0;     ///< input features
+    std::size_t out = 0;    ///< output features
+};
+
+/// The interface of a matrix-product algorithm of Dense for element type T: x [batch, in], y and dy
+/// [batch, out], w [out, in] (row-major), bias [out]. prepare() sizes the scratch for a problem (the
+/// algorithm's applies() holds for it); the products then allocate nothing. All are deterministic, and a
+/// sample's results do not depend on the rest of its batch.
+template <class T>
+class DenseAlgorithm {
+public:
+    virtual ~DenseAlgorithm() = default;
+
+    /// The name Model::summary() lists, e.g. "BLAS".
+    virtual std::string name() const = 0;
+
+    /// Sizes the scratch for `problem`.
+    virtual void prepare(const DenseProblem& problem) = 0;
+
+    /// y = x w^T + bias.
+    virtual void forward(const T* x, const T* w, const T* bias, T* y) = 0;
+
+    /// Rows [lo, hi) of dw (+)= dy[:, lo:hi)^T x: adds when `add`, else writes.
+    virtual void backward_weights(const T* x, const T* dy, std::size_t lo, std::size_t hi, bool add,
+                                  T* dw) = 0;
+
+    /// dx = dy w.
+    virtual void backward_data(const T* dy, const T* w, T* dx) = 0;
+};
+
+/// The reference: BLAS gemm for all three products, every element type and CPU.
+template <class T>
+class BlasDense final : public DenseAlgorithm<T> {
+public:
+    /// Every problem on every CPU.
+    static bool applies(const DenseProblem&, const KernelCpu&) noexcept { return true; }
+    /// "BLAS".
+    static constexpr const char* label = "BLAS";
+
+    std::string name() const override { return label; }
+    void prepare(const DenseProblem& p) override { p_ = p; }
+
+    void forward(const T* x, const T* w, const T* bias, T* y) override {
+        for (std::size_t r = 0; r < p_.batch; ++r)
+            std::copy(bias, bias + p_.out, y + r * p_.out);
+        detail::gemm(false, true, p_.batch, p_.out, p_.in, T(1), x, p_.in, w, p_.in, T(1), y, p_.out);
+    }
+
+    void backward_weights(const T* x, const T* dy, std::size_t lo, std::size_t hi, bool add, T* dw) override {
+        detail::gemm(true, false, hi - lo, p_.in, p_.batch, T(1), dy + lo, p_.out, x, p_.in,
+                     add ? T(1) : T(0), dw + lo * p_.in, p_.in);
+    }
+
+    void backward_data(const T* dy, const T* w, T* dx) override {
+        detail::gemm(false, false, p_.batch, p_.in, p_.out, T(1), dy, p_.out, w, p_.in, T(0), dx, p_.in);
+    }
+
+private:
+    DenseProblem p_;
+};
+
+/// The AVX-512 register-tile GEMM of detail/dense_gemm.hpp (float, AVX-512F): every output summed in one
+/// fixed order of blocks, the forward pass on the transposed input.
+class GemmAvx512Dense final : public DenseAlgorithm<float> {
+public:
+    /// AVX-512F.
+    static bool applies(const DenseProblem&, const KernelCpu& cpu) noexcept { return cpu.avx512f; }
+    /// "GEMM (AVX-512)".
+    static constexpr const char* label = "GEMM (AVX-512)";
+
+    std::string name() const override { return label; }
+
+    void prepare(const DenseProblem& p) override {
+        p_ = p;
+        xt_.resize(p.in * p.batch);
+        ot_.resize(p.out * p.batch);
+    }
+
+    void forward(const float* x, const float* w, const float* bias, float* y) override {
+        detail::dense_forward_avx512(p_.batch, p_.in, p_.out, x, w, bias, xt_.data(), ot_.data(), y);
+    }
+
+    void backward_weights(const float* x, const float* dy, std::size_t lo, std::size_t hi, bool add,
+                          float* dw) override {
+        detail::gemm_avx512(add, hi - lo, p_.in, p_.batch, dy + lo, 1, p_.out, x, p_.in, dw + lo * p_.in,
+                            p_.in);
+    }
+
+    void backward_data(const float* dy, const float* w, float* dx) override {
+        detail::gemm_avx512(false, p_.batch, p_.in, p_.out, dy, p_.out, 1, w, p_.in, dx, p_.in);
+    }
+
+private:
+    DenseProblem p_;
+    std::vector<float> xt_, ot_;  // the input and output transposed, [in, batch] and [out, batch]
+};
+
+/// A registered Dense algorithm: its name, its applies() and a factory.
+template <class T>
+struct DenseAlgorithmEntry {
+    const char* name;                                                 ///< the algorithm's label
+    bool (*applies)(const DenseProblem&, const KernelCpu&) noexcept;  ///< the algorithm's applies()
+    std::unique_ptr<DenseAlgorithm<T>> (*make)();                     ///< a new, unprepared instance
+};
+
+/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, then the reference
+/// BLAS, which applies to everything and is the only one for other types.
+template <class T>
+const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
+    static const std::vector<DenseAlgorithmEntry<T>> list = [] {
+        std::vector<DenseAlgorithmEntry<T>> l;
+        if constexpr (std::is_same_v<T, float>)
+            l.push_back(
+                {GemmAvx512Dense::label, &GemmAvx512Dense::applies,
+                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); }});
+        l.push_back({BlasDense<T>::label, &BlasDense<T>::applies, []() -> std::unique_ptr<DenseAlgorithm<T>> {
+                         return std::make_unique<BlasDense<T>>();
+                     }});
+        return l;
+    }();
+    return list;
+}
+
+/// The first of dense_algorithms<T>() that applies to `problem` on `cpu` (by default kernel_cpu()).
+template <class T>
+const DenseAlgorithmEntry<T>& choose_dense_algorithm(const DenseProblem& problem,
+                                                     const KernelCpu& cpu = kernel_cpu()) {
+    const auto& list = dense_algorithms<T>();
+    for (const auto& e : list)
+        if (e.applies(problem, cpu)) return e;
+    return list.back();
+}
+
+// Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
+DTRAIN_PRECOMPILED_INSTANCE(class BlasDense<float>)
+DTRAIN_PRECOMPILED_INSTANCE(class BlasDense<double>)
+
+}  // namespace dtrain
