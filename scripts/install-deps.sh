@@ -19,7 +19,8 @@
 #              its own npm and conflicts with Debian's, so npm is asked for only when no npm command is there.
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
-#   --onednn   also libdnnl-dev, oneDNN 2.6 (only for the oneDNN comparison benchmark, benchmarks/onednn)
+#   --onednn   also libdnnl-dev, oneDNN 2.6: the oneDNN algorithms (CMake target dtrain::onednn, their tests)
+#              and the oneDNN comparison benchmark (benchmarks/onednn)
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist

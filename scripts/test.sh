@@ -47,9 +47,9 @@ for c in "${configs[@]}"; do
   esac
 done
 # The API reference's check (docs.api_reference) needs doxygen, interop.onnx_runtime Node.js and npm,
-# interop.onnx_checker Python's onnx; the slurm tests need Slurm, munge and network namespaces, so root
+# interop.onnx_checker Python's onnx, the oneDNN algorithms' tests libdnnl-dev; the slurm tests need Slurm, munge and network namespaces, so root
 # (elsewhere they are reported Skipped with the reason).
-[ $quick -eq 1 ] || deps_args+=(--docs --onnx)
+[ $quick -eq 1 ] || deps_args+=(--docs --onnx --onednn)
 [ $quick -eq 1 ] || [ "$(id -u)" -ne 0 ] || deps_args+=(--slurm)
 
 # Every package first, so that each configuration runs on a machine with all of them (as in CI, where

@@ -116,6 +116,9 @@ TEST_CASE("Model: shapes propagate and summary() lists layers, shapes and parame
     if (dtrain::detail::kernel_set() == dtrain::detail::KernelSet::reference) {
         CHECK(contains(s, "Kernels of Conv2d(20, 50, kernel=5): im2col + BLAS\n"));
         CHECK(contains(s, "Kernels of Dense(800, 500): BLAS\n"));
+    } else if (dtrain::detail::kernel_set() == dtrain::detail::KernelSet::onednn) {
+        CHECK(contains(s, "Kernels of Conv2d(20, 50, kernel=5): oneDNN\n"));
+        CHECK(contains(s, "Kernels of Dense(800, 500): oneDNN\n"));
     } else if (dtrain::detail::cpu_has_avx2_fma()) {
         CHECK(contains(s, "Kernels of Conv2d(1, 20, kernel=5): direct (AVX2)\n"));
     }

@@ -28,6 +28,7 @@ using dtrain::Tensor;
 using dtrain::detail::KernelSet;
 using dtrain::test::ConvCase;
 using dtrain::test::float_sum_bound;
+using dtrain::test::kernel_sets_here;
 using dtrain::test::relative_error;
 
 namespace {
@@ -120,6 +121,7 @@ TEST_CASE("Every convolution algorithm: within float rounding of float64 and the
         const std::string name = entry.name;
         const bool runs_here = name.find("AVX-512") != std::string::npos ? cpu.avx512f
                                : name.find("AVX2") != std::string::npos  ? cpu.avx2_fma
+                               : name == "oneDNN"                        ? cpu.onednn
                                                                          : true;
         INFO(name << (runs_here ? "" : " (not on this CPU)"));
         if (runs_here)
@@ -137,7 +139,7 @@ TEST_CASE("Conv2d runs the algorithm it names: bitwise the chosen algorithm's re
                               {4, 6, 9, 9, {3, 3}, {1, 1}, {0, 0}}};
     const KernelSet saved = dtrain::detail::kernel_set();
     for (const ConvCase& cc : cases)
-        for (const KernelSet set : {KernelSet::native, KernelSet::avx2, KernelSet::reference}) {
+        for (const KernelSet set : kernel_sets_here()) {
             dtrain::detail::kernel_set() = set;
             Rng rng(5);
             Model<float> m({cc.c, cc.h, cc.w}, 3);

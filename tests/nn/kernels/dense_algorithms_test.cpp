@@ -26,6 +26,7 @@ using dtrain::Rng;
 using dtrain::Tensor;
 using dtrain::detail::KernelSet;
 using dtrain::test::float_sum_bound;
+using dtrain::test::kernel_sets_here;
 using dtrain::test::relative_error;
 
 namespace {
@@ -113,7 +114,9 @@ TEST_CASE("Every Dense algorithm: within float rounding of float64 and the refer
     const dtrain::KernelCpu cpu = dtrain::test::full_cpu();
     for (const auto& entry : dtrain::dense_algorithms<float>()) {
         const std::string name = entry.name;
-        const bool runs_here = name.find("AVX-512") != std::string::npos ? cpu.avx512f : true;
+        const bool runs_here = name.find("AVX-512") != std::string::npos ? cpu.avx512f
+                               : name == "oneDNN"                        ? cpu.onednn
+                                                                         : true;
         INFO(name << (runs_here ? "" : " (not on this CPU)"));
         CHECK((ran[name] > 0) == runs_here);
     }
@@ -122,7 +125,7 @@ TEST_CASE("Every Dense algorithm: within float rounding of float64 and the refer
 TEST_CASE("Dense runs the algorithm it names: bitwise the chosen algorithm's results, every kernel set",
           "[nn][dense][kernels]") {
     const KernelSet saved = dtrain::detail::kernel_set();
-    for (const KernelSet set : {KernelSet::native, KernelSet::avx2, KernelSet::reference}) {
+    for (const KernelSet set : kernel_sets_here()) {
         dtrain::detail::kernel_set() = set;
         Rng rng(9);
         Model<float> m({37}, 3);

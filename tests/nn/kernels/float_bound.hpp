@@ -9,9 +9,11 @@
 
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/kernels/conv_algorithm.hpp>
+#include <dtrain/nn/kernels/onednn.hpp>
 
 namespace dtrain::test {
 
@@ -40,7 +42,16 @@ inline KernelCpu full_cpu() {
     KernelCpu cpu;
     cpu.avx2_fma = detail::cpu_has_avx2_fma();
     cpu.avx512f = cpu.avx2_fma && detail::cpu_has_avx512f();
+    cpu.onednn = onednn_compiled_in();
     return cpu;
+}
+
+/// Every kernel set this program can run: onednn only when compiled in.
+inline std::vector<detail::KernelSet> kernel_sets_here() {
+    std::vector<detail::KernelSet> sets{detail::KernelSet::native, detail::KernelSet::avx2,
+                                        detail::KernelSet::reference};
+    if (onednn_compiled_in()) sets.push_back(detail::KernelSet::onednn);
+    return sets;
 }
 
 }  // namespace dtrain::test

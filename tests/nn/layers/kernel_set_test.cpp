@@ -28,25 +28,39 @@ TEST_CASE(
             Catch::Contains("DTRAIN_AVX512 (set to '" + std::string(old) + "') is no longer read") &&
                 Catch::Contains("DTRAIN_KERNELS=avx2"));
         CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_AVX512"));
-    } else if (mode.empty() || mode == "native" || mode == "avx2" || mode == "reference") {
+    } else if (mode == "onednn" && !dtrain::onednn_compiled_in()) {
+        CHECK_THROWS_WITH(
+            dtrain::detail::kernel_set(),
+            Catch::Contains("DTRAIN_KERNELS=onednn: this program was built without dtrain's oneDNN "
+                            "backend; link the CMake target dtrain::onednn"));
+    } else if (mode.empty() || mode == "native" || mode == "avx2" || mode == "onednn" ||
+               mode == "reference") {
         const KernelSet want = mode == "avx2"        ? KernelSet::avx2
                                : mode == "reference" ? KernelSet::reference
+                               : mode == "onednn"    ? KernelSet::onednn
                                                      : KernelSet::native;
         CHECK(dtrain::detail::kernel_set() == want);
         CHECK(dtrain::detail::kernel_set_name(want) == (mode.empty() ? std::string("native") : mode));
         const bool avx512 = want == KernelSet::native && dtrain::detail::cpu_has_avx512f();
-        const bool avx2 = want != KernelSet::reference && dtrain::detail::cpu_has_avx2_fma();
+        const bool avx2 =
+            (want == KernelSet::native || want == KernelSet::avx2) && dtrain::detail::cpu_has_avx2_fma();
+        // oneDNN, when compiled in, computes what no native kernel does (everything under onednn)
+        const bool onednn = dtrain::onednn_compiled_in() && want != KernelSet::reference;
+        const std::string fallback =
+            onednn ? std::string("oneDNN") : std::string(dtrain::Im2colConv<float>::label);
         CHECK(dtrain::detail::gemm_avx512_available() == avx512);
         CHECK(dtrain::detail::direct_conv_available() == avx2);
         const std::string algo = dtrain::choose_conv_algorithm<float>(problem).name;
-        CHECK((algo != dtrain::Im2colConv<float>::label) == avx2);
+        CHECK((algo != fallback) == avx2);
         CHECK((algo == dtrain::GemmAvx512Conv::label) == (avx512 && avx2));
         CHECK(dtrain::choose_dense_algorithm<float>({64, 500, 10}).name ==
-              std::string(avx512 ? dtrain::GemmAvx512Dense::label : dtrain::BlasDense<float>::label));
+              (avx512   ? std::string(dtrain::GemmAvx512Dense::label)
+               : onednn ? std::string("oneDNN")
+                        : std::string(dtrain::BlasDense<float>::label)));
     } else {
         CHECK_THROWS_WITH(
             dtrain::detail::kernel_set(),
-            Catch::Contains("DTRAIN_KERNELS must be native, avx2 or reference, got '" + mode + "'"));
+            Catch::Contains("DTRAIN_KERNELS must be native, avx2, onednn or reference, got '" + mode + "'"));
         CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_KERNELS"));
     }
 }

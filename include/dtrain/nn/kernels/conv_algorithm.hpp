@@ -14,19 +14,26 @@
 
 namespace dtrain {
 
-/// The instructions a kernel may use in this process: the CPU's, less what DTRAIN_KERNELS turns off
-/// (detail::kernel_set(): avx2 turns off AVX-512F, reference both).
+/// What the algorithms may use in this process: the CPU's instructions and the oneDNN backend, less what
+/// DTRAIN_KERNELS turns off (detail::kernel_set(): avx2 turns off AVX-512F; onednn the native kernels, so
+/// that oneDNN computes what it can; reference all but the reference algorithms).
 struct KernelCpu {
     bool avx2_fma = false;  ///< AVX2 and FMA (x86-64, compiled with GCC or Clang)
     bool avx512f = false;   ///< AVX-512F besides AVX2 and FMA
+    bool onednn = false;    ///< the oneDNN algorithms (compiled in: nn/kernels/onednn.hpp)
 };
 
-/// This process's KernelCpu: the CPU's features masked by detail::kernel_set() as it is now.
+/// This process's KernelCpu: the CPU's features and the oneDNN backend (when compiled in) masked by
+/// detail::kernel_set() as it is now.
 inline KernelCpu kernel_cpu() {
     const detail::KernelSet set = detail::kernel_set();
     KernelCpu cpu;
-    cpu.avx2_fma = set != detail::KernelSet::reference && detail::cpu_has_avx2_fma();
+    const bool native = set == detail::KernelSet::native || set == detail::KernelSet::avx2;
+    cpu.avx2_fma = native && detail::cpu_has_avx2_fma();
     cpu.avx512f = set == detail::KernelSet::native && cpu.avx2_fma && detail::cpu_has_avx512f();
+#ifdef DTRAIN_WITH_ONEDNN
+    cpu.onednn = set != detail::KernelSet::reference;
+#endif
     return cpu;
 }
 

@@ -1,8 +1,7 @@
 #pragma once
 
 /// @file
-/// The compute-backend seam of Dense: its matrix-product algorithms and the ordered list Dense chooses
-/// from (the first that applies).
+/// The matrix-product algorithms of Dense and the ordered list Dense chooses from (the first that applies).
 
 #include <algorithm>
 #include <cstddef>
@@ -13,43 +12,11 @@
 
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/precompiled.hpp>
-#include <dtrain/nn/kernels/conv_algorithm.hpp>
+#include <dtrain/nn/kernels/dense_algorithm.hpp>
+#include <dtrain/nn/kernels/onednn.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
 namespace dtrain {
-
-/// One fully connected product to compute: batch size, input and output features.
-struct DenseProblem {
-    std::size_t batch = 0;  ///< samples per call
-    std::size_t in = 0;     ///< input features
-    std::size_t out = 0;    ///< output features
-};
-
-/// The interface of a matrix-product algorithm of Dense for element type T: x [batch, in], y and dy
-/// [batch, out], w [out, in] (row-major), bias [out]. prepare() sizes the scratch for a problem (the
-/// algorithm's applies() holds for it); the products then allocate nothing. All are deterministic, and a
-/// sample's results do not depend on the rest of its batch.
-template <class T>
-class DenseAlgorithm {
-public:
-    virtual ~DenseAlgorithm() = default;
-
-    /// The name Model::summary() lists, e.g. "BLAS".
-    virtual std::string name() const = 0;
-
-    /// Sizes the scratch for `problem`.
-    virtual void prepare(const DenseProblem& problem) = 0;
-
-    /// y = x w^T + bias.
-    virtual void forward(const T* x, const T* w, const T* bias, T* y) = 0;
-
-    /// Rows [lo, hi) of dw (+)= dy[:, lo:hi)^T x: adds when `add`, else writes.
-    virtual void backward_weights(const T* x, const T* dy, std::size_t lo, std::size_t hi, bool add,
-                                  T* dw) = 0;
-
-    /// dx = dy w.
-    virtual void backward_data(const T* dy, const T* w, T* dx) = 0;
-};
 
 /// The reference: BLAS gemm for all three products, every element type and CPU.
 template <class T>
@@ -126,8 +93,8 @@ struct DenseAlgorithmEntry {
     std::unique_ptr<DenseAlgorithm<T>> (*make)();                     ///< a new, unprepared instance
 };
 
-/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, then the reference
-/// BLAS, which applies to everything and is the only one for other types.
+/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, oneDNN where
+/// compiled in, then the reference BLAS, which applies to everything and is the only one for other types.
 template <class T>
 const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
     static const std::vector<DenseAlgorithmEntry<T>> list = [] {
@@ -136,6 +103,12 @@ const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
             l.push_back(
                 {GemmAvx512Dense::label, &GemmAvx512Dense::applies,
                  []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); }});
+#ifdef DTRAIN_WITH_ONEDNN
+        if constexpr (std::is_same_v<T, float>)
+            l.push_back(
+                {OneDnnDense::label, &OneDnnDense::applies,
+                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<OneDnnDense>(); }});
+#endif
         l.push_back({BlasDense<T>::label, &BlasDense<T>::applies, []() -> std::unique_ptr<DenseAlgorithm<T>> {
                          return std::make_unique<BlasDense<T>>();
                      }});

@@ -17,9 +17,9 @@
 namespace dtrain::detail {
 
 /// True when Conv2d<float> may choose the direct and implicit-GEMM convolution kernels: x86-64 with AVX2 and
-/// FMA, and kernel_set() other than reference.
+/// FMA, and kernel_set() native or avx2.
 inline bool direct_conv_available() {
-    return kernel_set() != KernelSet::reference && cpu_has_avx2_fma();
+    return (kernel_set() == KernelSet::native || kernel_set() == KernelSet::avx2) && cpu_has_avx2_fma();
 }
 
 /// Stride 1 and no padding: the geometries the direct kernels (and GemmConv) take.
