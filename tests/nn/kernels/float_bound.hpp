@@ -42,15 +42,15 @@ inline KernelCpu full_cpu() {
     KernelCpu cpu;
     cpu.avx2_fma = detail::cpu_has_avx2_fma();
     cpu.avx512f = cpu.avx2_fma && detail::cpu_has_avx512f();
-    cpu.onednn = onednn_compiled_in();
+    cpu.onednn = onednn_linked();
     return cpu;
 }
 
-/// Every kernel set this program can run: onednn only when compiled in.
+/// Every kernel set this program can run: onednn only when linked.
 inline std::vector<detail::KernelSet> kernel_sets_here() {
     std::vector<detail::KernelSet> sets{detail::KernelSet::native, detail::KernelSet::avx2,
                                         detail::KernelSet::reference};
-    if (onednn_compiled_in()) sets.push_back(detail::KernelSet::onednn);
+    if (onednn_linked()) sets.push_back(detail::KernelSet::onednn);
     return sets;
 }
 

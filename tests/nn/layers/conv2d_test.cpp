@@ -217,7 +217,7 @@ TEST_CASE(
         INFO("case c=" << cc.c << " o=" << cc.o << " " << cc.h << "x" << cc.w << " k=" << cc.k[0] << "x"
                        << cc.k[1] << " algorithm " << algo);
         CHECK((algo == dtrain::DirectConv::label) == (thin && avx2));
-        // without the native kernels: oneDNN where compiled in and allowed, else the reference
+        // without the native kernels: oneDNN where linked and allowed, else the reference
         const std::string fallback =
             dtrain::kernel_cpu().onednn ? "oneDNN" : dtrain::Im2colConv<float>::label;
         CHECK((algo == fallback) == !avx2);

@@ -5,6 +5,7 @@
 
 #include <dtrain/nn/kernels/conv_algorithms.hpp>
 #include <dtrain/nn/kernels/dense_algorithms.hpp>
+#include <dtrain/nn/kernels/onednn.hpp>
 #include <dtrain/nn/layers/detail/kernel_set.hpp>
 
 using dtrain::detail::KernelSet;
@@ -28,7 +29,7 @@ TEST_CASE(
             Catch::Contains("DTRAIN_AVX512 (set to '" + std::string(old) + "') is no longer read") &&
                 Catch::Contains("DTRAIN_KERNELS=avx2"));
         CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_AVX512"));
-    } else if (mode == "onednn" && !dtrain::onednn_compiled_in()) {
+    } else if (mode == "onednn" && !dtrain::onednn_linked()) {
         CHECK_THROWS_WITH(
             dtrain::detail::kernel_set(),
             Catch::Contains("DTRAIN_KERNELS=onednn: this program was built without dtrain's oneDNN "
@@ -44,8 +45,8 @@ TEST_CASE(
         const bool avx512 = want == KernelSet::native && dtrain::detail::cpu_has_avx512f();
         const bool avx2 =
             (want == KernelSet::native || want == KernelSet::avx2) && dtrain::detail::cpu_has_avx2_fma();
-        // oneDNN, when compiled in, computes what no native kernel does (everything under onednn)
-        const bool onednn = dtrain::onednn_compiled_in() && want != KernelSet::reference;
+        // oneDNN, when linked, computes what no native kernel does (everything under onednn)
+        const bool onednn = dtrain::onednn_linked() && want != KernelSet::reference;
         const std::string fallback =
             onednn ? std::string("oneDNN") : std::string(dtrain::Im2colConv<float>::label);
         CHECK(dtrain::detail::gemm_avx512_available() == avx512);

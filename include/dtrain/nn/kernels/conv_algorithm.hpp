@@ -20,10 +20,10 @@ namespace dtrain {
 struct KernelCpu {
     bool avx2_fma = false;  ///< AVX2 and FMA (x86-64, compiled with GCC or Clang)
     bool avx512f = false;   ///< AVX-512F besides AVX2 and FMA
-    bool onednn = false;    ///< the oneDNN algorithms (compiled in: nn/kernels/onednn.hpp)
+    bool onednn = false;    ///< the oneDNN algorithms (linked: nn/kernels/onednn.hpp)
 };
 
-/// This process's KernelCpu: the CPU's features and the oneDNN backend (when compiled in) masked by
+/// This process's KernelCpu: the CPU's features and the oneDNN backend (when linked) masked by
 /// detail::kernel_set() as it is now.
 inline KernelCpu kernel_cpu() {
     const detail::KernelSet set = detail::kernel_set();
@@ -31,9 +31,7 @@ inline KernelCpu kernel_cpu() {
     const bool native = set == detail::KernelSet::native || set == detail::KernelSet::avx2;
     cpu.avx2_fma = native && detail::cpu_has_avx2_fma();
     cpu.avx512f = set == detail::KernelSet::native && cpu.avx2_fma && detail::cpu_has_avx512f();
-#ifdef DTRAIN_WITH_ONEDNN
-    cpu.onednn = set != detail::KernelSet::reference;
-#endif
+    cpu.onednn = set != detail::KernelSet::reference && detail::onednn_linked();
     return cpu;
 }
 

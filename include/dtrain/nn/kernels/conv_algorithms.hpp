@@ -12,7 +12,6 @@
 #include <dtrain/nn/kernels/conv_gemm_avx512.hpp>
 #include <dtrain/nn/kernels/conv_im2col.hpp>
 #include <dtrain/nn/kernels/conv_implicit.hpp>
-#include <dtrain/nn/kernels/onednn.hpp>
 
 namespace dtrain {
 
@@ -32,12 +31,19 @@ ConvAlgorithmEntry<T> conv_entry() {
             []() -> std::unique_ptr<ConvAlgorithm<T>> { return std::make_unique<A>(); }};
 }
 
+/// Algorithms registered by compiled sources that a program links (src/onednn.cpp), placed after the
+/// native kernels and before the reference.
+inline std::vector<ConvAlgorithmEntry<float>>& extra_conv_algorithms() {
+    static std::vector<ConvAlgorithmEntry<float>> extra;
+    return extra;
+}
+
 }  // namespace detail
 
 /// The convolution algorithms for element type T, fastest first where several apply: for float the AVX-512
-/// GEMM, the direct kernels (fan-in <= 32 first), the implicit GEMMs (AVX-512, then AVX2), oneDNN where
-/// compiled in (nn/kernels/onednn.hpp: first under DTRAIN_KERNELS=onednn, which turns the others off), then
-/// the reference im2col + BLAS, which applies to everything and is the only one for other types.
+/// GEMM, the direct kernels (fan-in <= 32 first), the implicit GEMMs (AVX-512, then AVX2), the linked
+/// extras (oneDNN: nn/kernels/onednn.hpp; under DTRAIN_KERNELS=onednn the native kernels are off), then the
+/// reference im2col + BLAS, which applies to everything and is the only one for other types.
 template <class T>
 const std::vector<ConvAlgorithmEntry<T>>& conv_algorithms() {
     static const std::vector<ConvAlgorithmEntry<T>> list = [] {
@@ -48,9 +54,8 @@ const std::vector<ConvAlgorithmEntry<T>>& conv_algorithms() {
             l.push_back(detail::conv_entry<DirectConvBlasWeights, T>());
             l.push_back(detail::conv_entry<ImplicitGemmConv<true>, T>());
             l.push_back(detail::conv_entry<ImplicitGemmConv<false>, T>());
-#ifdef DTRAIN_WITH_ONEDNN
-            l.push_back(detail::conv_entry<OneDnnConv, T>());
-#endif
+            const auto& extra = detail::extra_conv_algorithms();
+            l.insert(l.end(), extra.begin(), extra.end());
         }
         l.push_back(detail::conv_entry<Im2colConv<T>, T>());
         return l;

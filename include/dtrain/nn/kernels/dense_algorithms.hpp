@@ -13,7 +13,6 @@
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/nn/kernels/dense_algorithm.hpp>
-#include <dtrain/nn/kernels/onednn.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 
 namespace dtrain {
@@ -93,8 +92,19 @@ struct DenseAlgorithmEntry {
     std::unique_ptr<DenseAlgorithm<T>> (*make)();                     ///< a new, unprepared instance
 };
 
-/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, oneDNN where
-/// compiled in, then the reference BLAS, which applies to everything and is the only one for other types.
+namespace detail {
+
+/// Algorithms registered by compiled sources that a program links (src/onednn.cpp), placed after the
+/// native kernels and before the reference.
+inline std::vector<DenseAlgorithmEntry<float>>& extra_dense_algorithms() {
+    static std::vector<DenseAlgorithmEntry<float>> extra;
+    return extra;
+}
+
+}  // namespace detail
+
+/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, the linked
+/// extras (oneDNN: nn/kernels/onednn.hpp), then the reference BLAS, which applies to everything and is the only one for other types.
 template <class T>
 const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
     static const std::vector<DenseAlgorithmEntry<T>> list = [] {
@@ -103,12 +113,10 @@ const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
             l.push_back(
                 {GemmAvx512Dense::label, &GemmAvx512Dense::applies,
                  []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); }});
-#ifdef DTRAIN_WITH_ONEDNN
-        if constexpr (std::is_same_v<T, float>)
-            l.push_back(
-                {OneDnnDense::label, &OneDnnDense::applies,
-                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<OneDnnDense>(); }});
-#endif
+        if constexpr (std::is_same_v<T, float>) {
+            const auto& extra = detail::extra_dense_algorithms();
+            l.insert(l.end(), extra.begin(), extra.end());
+        }
         l.push_back({BlasDense<T>::label, &BlasDense<T>::applies, []() -> std::unique_ptr<DenseAlgorithm<T>> {
                          return std::make_unique<BlasDense<T>>();
                      }});
