@@ -65,3 +65,17 @@ TEST_CASE(
         CHECK_THROWS_WITH(dtrain::choose_conv_algorithm<float>(problem), Catch::Contains("DTRAIN_KERNELS"));
     }
 }
+
+TEST_CASE("DTRAIN_THREADS sets the threads of a rank; a bad value is an error naming it",
+          "[nn][kernels][env]") {
+    const char* env = std::getenv("DTRAIN_THREADS");
+    const std::string value = env != nullptr ? env : "";
+    INFO("DTRAIN_THREADS=" << value);
+    if (value.empty())
+        CHECK(dtrain::compute_threads() == 1);
+    else if (value == "2")
+        CHECK(dtrain::compute_threads() == 2);
+    else
+        CHECK_THROWS_WITH(dtrain::compute_threads(),
+                          "DTRAIN_THREADS must be a whole number from 1 to 4096, got '" + value + "'");
+}

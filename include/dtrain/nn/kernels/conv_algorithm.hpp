@@ -49,8 +49,11 @@ struct ConvProblem {
 /// The interface of a convolution algorithm for element type T. Pointers are NCHW: x [batch, c, h, w],
 /// y and dy [batch, out, oh, ow]; w [out, fan_in] (PyTorch's layout) and bias [out]. prepare() sizes the
 /// scratch for a problem (the algorithm's applies() holds for it); the products then allocate nothing.
-/// backward_weights() ADDS to dw and db; backward_data() WRITES dx and must follow backward_weights() of
-/// the same x and dy (it may reuse what that computed, such as dy reordered). All are deterministic.
+/// backward_weights() ADDS to dw and db; backward_data() WRITES dx and follows backward_weights() of the
+/// same x and dy on the same instance (it may reuse what that computed, such as dy reordered), except for
+/// the algorithms whose `splits_batch` is true: their forward and input gradient of a sample do not depend
+/// on the rest of the batch, so Conv2d may split a batch over threads, one instance per part, and their
+/// backward_data() also runs without a backward_weights() before it. All are deterministic.
 template <class T>
 class ConvAlgorithm {
 public:

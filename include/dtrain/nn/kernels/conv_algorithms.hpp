@@ -21,6 +21,7 @@ struct ConvAlgorithmEntry {
     const char* name;                                                ///< the algorithm's label
     bool (*applies)(const ConvProblem&, const KernelCpu&) noexcept;  ///< the algorithm's applies()
     std::unique_ptr<ConvAlgorithm<T>> (*make)();                     ///< a new, unprepared instance
+    bool splits_batch = false;  ///< the algorithm's splits_batch (ConvAlgorithm): Conv2d may split a batch
 };
 
 namespace detail {
@@ -28,7 +29,7 @@ namespace detail {
 template <class A, class T>
 ConvAlgorithmEntry<T> conv_entry() {
     return {A::label, &A::applies,
-            []() -> std::unique_ptr<ConvAlgorithm<T>> { return std::make_unique<A>(); }};
+            []() -> std::unique_ptr<ConvAlgorithm<T>> { return std::make_unique<A>(); }, A::splits_batch};
 }
 
 /// Algorithms registered by compiled sources that a program links (src/onednn.cpp), placed after the

@@ -72,6 +72,8 @@ public:
     }
     /// "direct (AVX2)".
     static constexpr const char* label = "direct (AVX2)";
+    /// A sample's forward and input gradient do not depend on the rest of its batch.
+    static constexpr bool splits_batch = true;
 
     std::string name() const override { return label; }
 
@@ -96,6 +98,8 @@ public:
     }
     /// "direct (AVX2), weight gradient im2col + BLAS".
     static constexpr const char* label = "direct (AVX2), weight gradient im2col + BLAS";
+    /// A sample's forward and input gradient do not depend on the rest of its batch.
+    static constexpr bool splits_batch = true;
 
     std::string name() const override { return label; }
 

@@ -24,6 +24,8 @@ public:
     }
     /// "GEMM (AVX-512)".
     static constexpr const char* label = "GEMM (AVX-512)";
+    /// A sample's forward and input gradient do not depend on the rest of its batch.
+    static constexpr bool splits_batch = true;
 
     std::string name() const override { return label; }
 

@@ -30,6 +30,8 @@ public:
     static bool applies(const ConvProblem&, const KernelCpu&) noexcept { return true; }
     /// "im2col + BLAS".
     static constexpr const char* label = "im2col + BLAS";
+    /// BLAS may sum a sample's products differently with another batch size: not split.
+    static constexpr bool splits_batch = false;
 
     std::string name() const override { return label; }
 
@@ -59,7 +61,8 @@ public:
                 detail::nchw_from_rows(tmp_.data(), n, pos, out, bias, y);
                 return;
             }
-            // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then y[s][c][p] = tmp[c][s*pos+p] + bias[c]
+            // tmp [out, n*pos] = W [out, rows] * cols [rows, n*pos], then
+            // y[s][c][p] = tmp[c][s*pos + p] + bias[c]
             if (rows > 0)
                 detail::gemm(false, false, out, np, rows, T(1), wu, rows, cols_.data(), np, T(0), tmp_.data(),
                              np);

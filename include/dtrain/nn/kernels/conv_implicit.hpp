@@ -26,6 +26,10 @@ public:
     }
     /// "implicit GEMM (AVX-512)" or "implicit GEMM (AVX2)".
     static constexpr const char* label = Avx512 ? "implicit GEMM (AVX-512)" : "implicit GEMM (AVX2)";
+    /// Not split over threads: a sample's results do not depend on its batch, but the input gradient reuses
+    /// the rows of dy the weight gradient made on the whole batch, and split it measured slower (ResNet9 on
+    /// 2 threads, benchmarks/onednn/README.md).
+    static constexpr bool splits_batch = false;
 
     std::string name() const override { return label; }
 

@@ -21,8 +21,9 @@ struct DenseProblem {
 
 /// The interface of a matrix-product algorithm of Dense for element type T: x [batch, in], y and dy
 /// [batch, out], w [out, in] (row-major), bias [out]. prepare() sizes the scratch for a problem (the
-/// algorithm's applies() holds for it); the products then allocate nothing. All are deterministic, and a
-/// sample's results do not depend on the rest of its batch.
+/// algorithm's applies() holds for it); the products then allocate nothing. All are deterministic; where the
+/// algorithm's `splits_batch` is true a sample's forward and input gradient do not depend on the rest of
+/// its batch, and Dense may split a batch over threads (one instance per part).
 template <class T>
 class DenseAlgorithm {
 public:

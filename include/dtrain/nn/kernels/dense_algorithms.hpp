@@ -25,6 +25,8 @@ public:
     static bool applies(const DenseProblem&, const KernelCpu&) noexcept { return true; }
     /// "BLAS".
     static constexpr const char* label = "BLAS";
+    /// BLAS may sum a sample's products differently with another batch size: not split.
+    static constexpr bool splits_batch = false;
 
     std::string name() const override { return label; }
     void prepare(const DenseProblem& p) override { p_ = p; }
@@ -56,6 +58,8 @@ public:
     static bool applies(const DenseProblem&, const KernelCpu& cpu) noexcept { return cpu.avx512f; }
     /// "GEMM (AVX-512)".
     static constexpr const char* label = "GEMM (AVX-512)";
+    /// A sample's forward and input gradient do not depend on the rest of its batch.
+    static constexpr bool splits_batch = true;
 
     std::string name() const override { return label; }
 
@@ -90,6 +94,7 @@ struct DenseAlgorithmEntry {
     const char* name;                                                 ///< the algorithm's label
     bool (*applies)(const DenseProblem&, const KernelCpu&) noexcept;  ///< the algorithm's applies()
     std::unique_ptr<DenseAlgorithm<T>> (*make)();                     ///< a new, unprepared instance
+    bool splits_batch = false;  ///< the algorithm's splits_batch: Dense may split a batch over threads
 };
 
 namespace detail {
@@ -103,8 +108,9 @@ inline std::vector<DenseAlgorithmEntry<float>>& extra_dense_algorithms() {
 
 }  // namespace detail
 
-/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, the linked
-/// extras (oneDNN: nn/kernels/onednn.hpp), then the reference BLAS, which applies to everything and is the only one for other types.
+/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, the linked extras
+/// (oneDNN: nn/kernels/onednn.hpp), then the reference BLAS, which applies to everything and is the only
+/// one for other types.
 template <class T>
 const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
     static const std::vector<DenseAlgorithmEntry<T>> list = [] {
@@ -112,7 +118,8 @@ const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
         if constexpr (std::is_same_v<T, float>)
             l.push_back(
                 {GemmAvx512Dense::label, &GemmAvx512Dense::applies,
-                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); }});
+                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); },
+                 GemmAvx512Dense::splits_batch});
         if constexpr (std::is_same_v<T, float>) {
             const auto& extra = detail::extra_dense_algorithms();
             l.insert(l.end(), extra.begin(), extra.end());

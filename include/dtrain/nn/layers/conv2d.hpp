@@ -13,6 +13,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/kernel_description.hpp>
+#include <dtrain/nn/kernels/compute_threads.hpp>
 #include <dtrain/nn/kernels/conv_algorithms.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
@@ -27,6 +28,9 @@ namespace dtrain {
 /// The products run on the first algorithm of conv_algorithms<T>() (nn/kernels/) that applies to the input
 /// shape, the batch size and the CPU (kernel_cpu(), which follows DTRAIN_KERNELS), chosen again when the
 /// input shape changes; Model::summary() names it. All agree within float rounding and are deterministic.
+/// With compute_threads() T > 1 and an algorithm whose results per sample do not depend on the batch (the
+/// native kernels), the forward pass and the input gradient run on T parts of the batch at once, bitwise
+/// as on one thread; the weight gradient runs on the calling thread.
 /// Kernel taps that meet only padding at every output position (all but the centre of a 3x3 kernel with
 /// padding 1 on a 1x1 map) are left out by every algorithm.
 template <class T = float>
@@ -90,7 +94,14 @@ public:
     void forward(const Tensor<T>& in, Tensor<T>& out, bool) override {
         prepare(in);
         ensure_shape(out, std::array<std::size_t, 4>{n_, out_, g_.oh, g_.ow});
-        if (n_ > 0) algo_->forward(in.data(), w_, b_, out.data());
+        if (n_ == 0) return;
+        if (parts_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
+        const std::size_t xs = in_ * g_.h * g_.w, ys = out_ * g_.positions();
+        const T* x = in.data();
+        T* y = out.data();
+        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
+            parts_[k]->forward(x + bounds_[k] * xs, w_, b_, y + bounds_[k] * ys);
+        });
     }
 
     /// Layer<T>::backward: accumulates the weight and bias gradients; writes `grad_in` when asked.
@@ -103,7 +114,14 @@ public:
         if (need_grad_in) ensure_shape(grad_in, in.shape());
         if (n_ == 0) return;
         algo_->backward_weights(in.data(), grad_out.data(), dw_, db_);
-        if (need_grad_in) algo_->backward_data(grad_out.data(), w_, grad_in.data());
+        if (!need_grad_in) return;
+        if (parts_.empty()) return algo_->backward_data(grad_out.data(), w_, grad_in.data());
+        const std::size_t xs = in_ * g_.h * g_.w, ys = out_ * g_.positions();
+        const T* dy = grad_out.data();
+        T* dx = grad_in.data();
+        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
+            parts_[k]->backward_data(dy + bounds_[k] * ys, w_, dx + bounds_[k] * xs);
+        });
     }
 
     std::unique_ptr<Layer<T>> clone() const override {
@@ -150,7 +168,9 @@ private:
     // Validates the batch shape and, for a new one, chooses and prepares the algorithm.
     void prepare(const Tensor<T>& in) {
         const auto& s = in.shape();
-        if (algo_ && in.dimension() == 4 && s[0] == n_ && s[1] == in_ && s[2] == g_.h && s[3] == g_.w) return;
+        if (algo_ && in.dimension() == 4 && s[0] == n_ && s[1] == in_ && s[2] == g_.h && s[3] == g_.w &&
+            threads_ == compute_threads())
+            return;
         DTRAIN_CHECK(in.dimension() == 4 && s[1] == in_, name(), ": expected input of shape [batch, ", in_,
                      ", H, W] but got ", detail::shape_str(s));
         g_ = geometry(s[2], s[3]);
@@ -159,6 +179,17 @@ private:
         const ConvAlgorithmEntry<T>& chosen = choose_conv_algorithm<T>(problem);
         if (!algo_ || algo_->name() != chosen.name) algo_ = chosen.make();
         algo_->prepare(problem);
+        // the batch split over threads: one instance per part, each prepared for its part
+        threads_ = compute_threads();
+        const std::size_t parts = std::min<std::size_t>(std::size_t(std::max(threads_, 1)), n_);
+        parts_.clear();
+        bounds_.clear();
+        if (!chosen.splits_batch || parts < 2) return;
+        bounds_ = detail::batch_chunks(n_, parts);
+        for (std::size_t k = 0; k < parts; ++k) {
+            parts_.push_back(chosen.make());
+            parts_.back()->prepare(ConvProblem{g_, bounds_[k + 1] - bounds_[k], out_});
+        }
     }
 
     std::size_t in_, out_;
@@ -171,6 +202,9 @@ private:
     detail::ConvGeometry g_;
     std::size_t n_ = 0;                       // batch size the algorithm is prepared for
     std::unique_ptr<ConvAlgorithm<T>> algo_;  // the algorithm of this shape (null: none prepared yet)
+    int threads_ = 1;                         // compute_threads() when prepared
+    std::vector<std::unique_ptr<ConvAlgorithm<T>>> parts_;  // one per part of a split batch (or none)
+    std::vector<std::size_t> bounds_;                       // the parts' first samples, then n_
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

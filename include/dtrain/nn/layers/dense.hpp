@@ -14,6 +14,7 @@
 #include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/kernel_description.hpp>
+#include <dtrain/nn/kernels/compute_threads.hpp>
 #include <dtrain/nn/kernels/dense_algorithms.hpp>
 #include <dtrain/nn/layer.hpp>
 
@@ -23,7 +24,9 @@ namespace dtrain {
 /// Linear layout) followed by b in the flat buffer. Input must be [batch, in_features] (use Flatten
 /// first for images). Weights are initialised by `init` (default Glorot uniform), biases to zero.
 /// The products run on the first algorithm of dense_algorithms<T>() (nn/kernels/) that applies on this CPU
-/// (kernel_cpu(), which follows DTRAIN_KERNELS, read at every call); Model::summary() names it.
+/// (kernel_cpu(), which follows DTRAIN_KERNELS, read at every call); Model::summary() names it. With
+/// compute_threads() T > 1 and an algorithm that allows it, the forward pass and the input gradient run on T
+/// parts of the batch at once, bitwise as on one thread.
 /// Dense takes part in the gradient overlap (ReportsGradients): its weight gradient in parts, last rows
 /// first, and written instead of added after Model::zero_grad().
 template <class T = float>
@@ -71,7 +74,12 @@ public:
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         prepare(n);
-        algo_->forward(in.data(), w_, b_, out.data());
+        if (parts_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
+        const T* x = in.data();
+        T* y = out.data();
+        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
+            parts_[k]->forward(x + bounds_[k] * in_, w_, b_, y + bounds_[k] * out_);
+        });
     }
 
     /// Layer<T>::backward: accumulates dW and db; writes `grad_in` = `grad_out` W when asked.
@@ -106,7 +114,11 @@ public:
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
-            algo_->backward_data(g, w_, grad_in.data());
+            if (parts_.empty()) return algo_->backward_data(g, w_, grad_in.data());
+            T* dx = grad_in.data();
+            detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
+                parts_[k]->backward_data(g + bounds_[k] * out_, w_, dx + bounds_[k] * in_);
+            });
         }
     }
 
@@ -131,11 +143,22 @@ private:
     void prepare(std::size_t n) {
         const DenseProblem problem{n, in_, out_};
         const DenseAlgorithmEntry<T>& chosen = choose_dense_algorithm<T>(problem);
-        if (algo_ && n == n_ && chosen.name == algo_name_) return;
+        if (algo_ && n == n_ && chosen.name == algo_name_ && threads_ == compute_threads()) return;
         if (chosen.name != algo_name_) algo_ = chosen.make();
         algo_->prepare(problem);
         algo_name_ = chosen.name;
         n_ = n;
+        // the batch split over threads: one instance per part, each prepared for its part
+        threads_ = compute_threads();
+        const std::size_t parts = std::min<std::size_t>(std::size_t(std::max(threads_, 1)), n);
+        parts_.clear();
+        bounds_.clear();
+        if (!chosen.splits_batch || parts < 2) return;
+        bounds_ = detail::batch_chunks(n, parts);
+        for (std::size_t k = 0; k < parts; ++k) {
+            parts_.push_back(chosen.make());
+            parts_.back()->prepare(DenseProblem{bounds_[k + 1] - bounds_[k], in_, out_});
+        }
     }
 
     std::size_t in_, out_;
@@ -144,9 +167,12 @@ private:
     T* b_ = nullptr;
     T* dw_ = nullptr;
     T* db_ = nullptr;
-    std::size_t n_ = 0;                        // batch size algo_ is prepared for
-    const char* algo_name_ = nullptr;          // the entry algo_ was made from
-    std::unique_ptr<DenseAlgorithm<T>> algo_;  // the algorithm of the last call
+    std::size_t n_ = 0;                                      // batch size algo_ is prepared for
+    const char* algo_name_ = nullptr;                        // the entry algo_ was made from
+    std::unique_ptr<DenseAlgorithm<T>> algo_;                // the algorithm of the last call
+    int threads_ = 1;                                        // compute_threads() when prepared
+    std::vector<std::unique_ptr<DenseAlgorithm<T>>> parts_;  // one per part of a split batch (or none)
+    std::vector<std::size_t> bounds_;                        // the parts' first samples, then the batch
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

@@ -81,9 +81,9 @@ inline void unfold_rows8(const float*, std::size_t, const ConvGeometry&, float*)
 
 #endif  // DTRAIN_X86_DISPATCH
 
-/// The GEMM path of one Conv2d<float> layer (GemmAvx512Conv in nn/kernels/). Per chunk of samples the input is unfolded
-/// into columns cols [fan_in, chunk * positions] (unfold_rows8 where the output rows are a multiple of 8
-/// wide, else im2col), then
+/// The GEMM path of one Conv2d<float> layer (GemmAvx512Conv in nn/kernels/). Per chunk of samples the
+/// input is unfolded into columns cols [fan_in, chunk * positions] (unfold_rows8 where the output rows are a
+/// multiple of 8 wide, else im2col), then
 /// - forward:  y_s [out, pos] = bias + W [out, fan_in] * cols_s, the bias starting every sum and the taps
 ///   added in order: bitwise the result of direct_conv_forward();
 /// - dW^T [fan_in, out] (+)= cols * dY^T, with dY transposed per sample; every weight's gradient is one
@@ -94,7 +94,8 @@ inline void unfold_rows8(const float*, std::size_t, const ConvGeometry&, float*)
 /// prepare().
 class GemmConv {
 public:
-    /// Sizes the scratch for `n` samples of geometry `g` into `out` channels; requires direct_conv_geometry(g) and cpu_has_avx512f().
+    /// Sizes the scratch for `n` samples of geometry `g` into `out` channels; requires
+    /// direct_conv_geometry(g) and cpu_has_avx512f().
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out) {
         g_ = g;
         n_ = n;

@@ -65,8 +65,8 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
     }
 }
 
-/// The padded and strided convolutions of Conv2d<float> (ImplicitGemmConv in nn/kernels/) as implicit GEMMs over
-/// the input itself: the output positions are grouped into classes whose rows and columns meet the input
+/// The padded and strided convolutions of Conv2d<float> (ImplicitGemmConv in nn/kernels/) as implicit GEMMs
+/// over the input itself: the output positions are grouped into classes whose rows and columns meet the input
 /// at the same kernel offsets (corners, edges, interior; conv_segments), and each class is one GEMM over
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
 /// products with padding. With stride 1 (and padding below the kernel size) the input gradient is computed
@@ -78,7 +78,7 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 class ImplicitConv {
 public:
     /// Builds the classes and sizes the scratch for `n` samples of geometry `g` into `out` channels;
-    /// requires direct_conv_available() and g.col_rows() > 0 (ImplicitGemmConv::applies() for Conv2d's layers; the
+    /// requires AVX2 and FMA and g.col_rows() > 0 (ImplicitGemmConv::applies() for Conv2d's layers; the
     /// input gradient's convolution may be unpadded). With forward_only, backward() must not be called.
     /// With avx512 the AVX-512 tiles run (requires cpu_has_avx512f()), else the AVX2 ones.
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false,
@@ -167,6 +167,7 @@ public:
 #ifdef DTRAIN_DIRECT_CONV
         const std::size_t pos = g_.positions(), outp = implicit_round(out_);
         implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), pos, out_, dyt_.data(), db);
+        rows_of_ = dy;
         // dW a chunk of samples at a time, so that their input and gradient rows stay in cache, but at least
         // implicit_dw_min_positions positions of a class at a time
         std::fill(dwt_.begin(), dwt_.end(), 0.0f);
@@ -186,8 +187,8 @@ public:
         (void)x, (void)dy, (void)dw, (void)db;
     }
 
-    /// The input gradient of backward(), written to dx [n, c, h, w]; follows backward_weights() of the
-    /// same dy, whose rows it reads.
+    /// The input gradient of backward(), written to dx [n, c, h, w]; reuses the rows of dy that
+    /// backward_weights() of the same dy made, and makes them itself when it did not run.
     void backward_data(const float* dy, const float* w, float* dx) {
 #ifdef DTRAIN_DIRECT_CONV
         if (!dx_conv_.empty()) {
@@ -196,6 +197,12 @@ public:
             pack_implicit_weights(w, g_.c, g_.kh * g_.kw, t.used_w_.size(), flip_w_.data(), t.wt_.data());
             return t.run_forward(dy, nullptr, dx);
         }
+        if (rows_of_ != dy) {
+            unused_db_.assign(out_, 0.0f);
+            implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), g_.positions(), out_, dyt_.data(),
+                                    unused_db_.data());
+        }
+        rows_of_ = nullptr;  // the next call sees new data, perhaps at the same address
         std::fill(dx, dx + n_ * g_.c * g_.h * g_.w, 0.0f);
         for (const Class& c : classes_) {
             if (c.taps == 0) continue;
@@ -258,6 +265,8 @@ private:
     std::vector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
     bool avx512_ = false;     // the AVX-512 kernels (gemm_avx512_available() at prepare())
     std::vector<ImplicitConv> dx_conv_;  // stride 1: the input gradient's convolution (one, or none)
+    const float* rows_of_ = nullptr;     // the dy whose rows dyt_ holds (set by backward_weights)
+    std::vector<float> unused_db_;       // the bias sums backward_data makes with the rows, discarded
     std::vector<std::size_t> flip_w_;    // where its used taps read w, for its output channel 0
 };
 

@@ -1,0 +1,156 @@
+#pragma once
+
+/// @file
+/// Threads within a rank: how many threads one rank computes with (DTRAIN_THREADS), and the small pool of
+/// workers that Conv2d and Dense split a batch over for the algorithms that allow it.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <dtrain/core/error.hpp>
+
+namespace dtrain {
+
+/// The threads one rank computes with: DTRAIN_THREADS at first use (a whole number from 1 to 4096; unset
+/// or empty: 1, one thread per rank), then whatever a program or a test assigns. Conv2d and Dense split the
+/// forward pass and the input gradient of a batch over this many threads where their algorithm's results do
+/// not depend on the rest of the batch (the native kernels), so results do not depend on it; the weight
+/// gradient stays on the calling thread. The oneDNN algorithms run on this many OpenMP threads instead.
+/// Throws dtrain::Error naming the variable for another value.
+inline int& compute_threads() {
+    static int threads = [] {
+        const char* env = std::getenv("DTRAIN_THREADS");
+        if (env == nullptr || *env == '\0') return 1;
+        char* end = nullptr;
+        const long v = std::strtol(env, &end, 10);
+        DTRAIN_CHECK(*end == '\0' && v >= 1 && v <= 4096,
+                     "DTRAIN_THREADS must be a whole number from 1 to 4096, got '", env, "'");
+        return int(v);
+    }();
+    return threads;
+}
+
+namespace detail {
+
+/// Persistent worker threads, started as needed: run(n, f) calls f(0) on the calling thread and f(1) ...
+/// f(n - 1) on workers, and returns when all have returned (rethrowing the first exception). One run at a
+/// time; f must not call run. Waiting threads spin for up to spin_time before they block, since a layer's
+/// calls follow one another within a fraction of a millisecond and waking a blocked thread costs about as
+/// much.
+class ComputePool {
+public:
+    /// How long an idle worker, and the caller waiting for the workers, spin before blocking.
+    static constexpr std::chrono::microseconds spin_time{500};
+
+    /// The process's pool.
+    static ComputePool& get() {
+        static ComputePool pool;
+        return pool;
+    }
+
+    ComputePool() = default;
+    ComputePool(const ComputePool&) = delete;
+    ComputePool& operator=(const ComputePool&) = delete;
+
+    ~ComputePool() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        for (std::thread& t : workers_)
+            t.join();
+    }
+
+    /// Calls f(i) for i in [0, n), f(0) here and the others on workers; returns when all are done.
+    void run(std::size_t n, const std::function<void(std::size_t)>& f) {
+        if (n <= 1) {
+            if (n == 1) f(0);
+            return;
+        }
+        std::unique_lock<std::mutex> lock(m_);
+        while (workers_.size() < n - 1)
+            workers_.emplace_back([this, seen = generation_.load()] { work(seen); });
+        job_ = &f;
+        next_ = 1;
+        end_ = n;
+        pending_.store(n - 1);
+        error_ = nullptr;
+        generation_.fetch_add(1, std::memory_order_release);
+        lock.unlock();
+        wake_.notify_all();
+        std::exception_ptr mine;
+        try {
+            f(0);
+        } catch (...) {
+            mine = std::current_exception();
+        }
+        spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; });
+        lock.lock();
+        done_.wait(lock, [this] { return pending_.load() == 0; });
+        job_ = nullptr;
+        if (mine) std::rethrow_exception(mine);
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    // Spins until ready() or spin_time has passed.
+    template <class Ready>
+    static void spin_until(Ready ready) {
+        const auto until = std::chrono::steady_clock::now() + spin_time;
+        for (unsigned k = 1; !ready(); ++k)
+            if (k % 64 == 0 && std::chrono::steady_clock::now() > until) return;
+    }
+
+    // A worker's loop; `seen` is the generation it was started in (it takes part from the next one).
+    void work(std::size_t seen) {
+        for (;;) {
+            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+            std::unique_lock<std::mutex> lock(m_);
+            wake_.wait(lock, [&] { return stop_ || (generation_.load() != seen && next_ < end_); });
+            if (stop_) return;
+            seen = generation_.load();
+            const std::size_t i = next_++;
+            const std::function<void(std::size_t)>* f = job_;
+            lock.unlock();
+            std::exception_ptr e;
+            try {
+                (*f)(i);
+            } catch (...) {
+                e = std::current_exception();
+            }
+            lock.lock();
+            if (e && !error_) error_ = e;
+            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
+        }
+    }
+
+    std::mutex m_;
+    std::condition_variable wake_, done_;
+    std::vector<std::thread> workers_;
+    const std::function<void(std::size_t)>* job_ = nullptr;
+    std::size_t next_ = 0, end_ = 0;
+    std::atomic<std::size_t> pending_{0}, generation_{0};
+    bool stop_ = false;
+    std::exception_ptr error_;
+};
+
+/// The sample ranges [begin, end) of `parts` near-equal chunks of a batch of n (the first ones one larger).
+inline std::vector<std::size_t> batch_chunks(std::size_t n, std::size_t parts) {
+    std::vector<std::size_t> bounds{0};
+    for (std::size_t k = 0; k < parts; ++k)
+        bounds.push_back(bounds.back() + n / parts + (k < n % parts ? 1 : 0));
+    return bounds;
+}
+
+}  // namespace detail
+
+}  // namespace dtrain
