@@ -1,7 +1,7 @@
 // Every registered convolution algorithm (conv_algorithms<float>()) that applies on this CPU computes the
 // output, weight, bias and input gradients within float rounding of float64 and of the reference
 // (im2col + BLAS), at the shipped models' shapes and at odd ones: channels 1, 3, 7, 17 and 33, kernels 1, 3
-// and 5, stride 2 with padding, batches of 1 and 65, fan-in up to 2,304. And Conv2d runs what it names:
+// and 5, stride 2 with padding, batches of 1 and 65, fan-in up to 16,384. And Conv2d runs what it names:
 // under each kernel set its results are bitwise those of choose_conv_algorithm() run directly.
 #include <catch2/catch.hpp>
 
@@ -108,6 +108,8 @@ TEST_CASE("Every convolution algorithm: within float rounding of float64 and the
         {1, 3, 7, 9, {1, 1}, {1, 1}, {0, 0}},     {3, 7, 8, 7, {3, 3}, {2, 2}, {1, 1}},
         {7, 17, 9, 8, {5, 5}, {1, 1}, {2, 2}},    {17, 33, 7, 7, {3, 3}, {1, 1}, {0, 0}},
         {33, 7, 9, 11, {5, 5}, {2, 2}, {2, 2}},   {33, 1, 6, 6, {1, 1}, {2, 2}, {0, 0}},
+        {1024, 16, 4, 4, {4, 4}, {1, 1}, {0, 0}},  // fan-in 16,384 (one output position)
+        {1024, 8, 3, 3, {3, 3}, {1, 1}, {1, 1}},   // fan-in 9,216, padded
     };
     std::map<std::string, int> ran;
     for (const auto& cc : cases)
