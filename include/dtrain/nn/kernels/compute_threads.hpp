@@ -4,6 +4,7 @@
 /// Threads within a rank: how many threads one rank computes with (DTRAIN_THREADS), and the small pool of
 /// workers that Conv2d and Dense split a batch over for the algorithms that allow it.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -150,6 +152,46 @@ inline std::vector<std::size_t> batch_chunks(std::size_t n, std::size_t parts) {
         bounds.push_back(bounds.back() + n / parts + (k < n % parts ? 1 : 0));
     return bounds;
 }
+
+/// A layer's batch split over compute_threads() threads: one algorithm instance per part, each prepared
+/// for its part's samples. Empty when the threads are 1, the batch has one sample, or the algorithm does
+/// not split (its entry's splits_batch).
+template <class Algorithm>
+class BatchSplit {
+public:
+    /// Sets up the parts of a batch of n for `chosen` (an algorithm-list entry: splits_batch, make());
+    /// problem(samples) is the problem of a part of that many samples.
+    template <class Entry, class Problem>
+    void prepare(const Entry& chosen, std::size_t n, Problem problem) {
+        threads_ = compute_threads();
+        const std::size_t parts = std::min<std::size_t>(std::size_t(std::max(threads_, 1)), n);
+        parts_.clear();
+        bounds_.clear();
+        if (!chosen.splits_batch || parts < 2) return;
+        bounds_ = batch_chunks(n, parts);
+        for (std::size_t k = 0; k < parts; ++k) {
+            parts_.push_back(chosen.make());
+            parts_.back()->prepare(problem(bounds_[k + 1] - bounds_[k]));
+        }
+    }
+
+    /// True when prepare() ran for another compute_threads() than today's.
+    bool stale() const { return threads_ != compute_threads(); }
+
+    /// True when there are no parts (the layer computes on its own instance).
+    bool empty() const { return parts_.empty(); }
+
+    /// Calls f(part's algorithm, its first sample) for every part at once, on the pool.
+    template <class F>
+    void run(F f) {
+        ComputePool::get().run(parts_.size(), [&](std::size_t k) { f(*parts_[k], bounds_[k]); });
+    }
+
+private:
+    int threads_ = 1;
+    std::vector<std::unique_ptr<Algorithm>> parts_;
+    std::vector<std::size_t> bounds_;  // the parts' first samples, then the batch size
+};
 
 }  // namespace detail
 

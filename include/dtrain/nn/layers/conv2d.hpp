@@ -95,13 +95,11 @@ public:
         prepare(in);
         ensure_shape(out, std::array<std::size_t, 4>{n_, out_, g_.oh, g_.ow});
         if (n_ == 0) return;
-        if (parts_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
+        if (split_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
         const std::size_t xs = in_ * g_.h * g_.w, ys = out_ * g_.positions();
         const T* x = in.data();
         T* y = out.data();
-        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
-            parts_[k]->forward(x + bounds_[k] * xs, w_, b_, y + bounds_[k] * ys);
-        });
+        split_.run([&](auto& part, std::size_t s0) { part.forward(x + s0 * xs, w_, b_, y + s0 * ys); });
     }
 
     /// Layer<T>::backward: accumulates the weight and bias gradients; writes `grad_in` when asked.
@@ -115,13 +113,11 @@ public:
         if (n_ == 0) return;
         algo_->backward_weights(in.data(), grad_out.data(), dw_, db_);
         if (!need_grad_in) return;
-        if (parts_.empty()) return algo_->backward_data(grad_out.data(), w_, grad_in.data());
+        if (split_.empty()) return algo_->backward_data(grad_out.data(), w_, grad_in.data());
         const std::size_t xs = in_ * g_.h * g_.w, ys = out_ * g_.positions();
         const T* dy = grad_out.data();
         T* dx = grad_in.data();
-        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
-            parts_[k]->backward_data(dy + bounds_[k] * ys, w_, dx + bounds_[k] * xs);
-        });
+        split_.run([&](auto& part, std::size_t s0) { part.backward_data(dy + s0 * ys, w_, dx + s0 * xs); });
     }
 
     std::unique_ptr<Layer<T>> clone() const override {
@@ -169,7 +165,7 @@ private:
     void prepare(const Tensor<T>& in) {
         const auto& s = in.shape();
         if (algo_ && in.dimension() == 4 && s[0] == n_ && s[1] == in_ && s[2] == g_.h && s[3] == g_.w &&
-            threads_ == compute_threads())
+            !split_.stale())
             return;
         DTRAIN_CHECK(in.dimension() == 4 && s[1] == in_, name(), ": expected input of shape [batch, ", in_,
                      ", H, W] but got ", detail::shape_str(s));
@@ -179,17 +175,7 @@ private:
         const ConvAlgorithmEntry<T>& chosen = choose_conv_algorithm<T>(problem);
         if (!algo_ || algo_->name() != chosen.name) algo_ = chosen.make();
         algo_->prepare(problem);
-        // the batch split over threads: one instance per part, each prepared for its part
-        threads_ = compute_threads();
-        const std::size_t parts = std::min<std::size_t>(std::size_t(std::max(threads_, 1)), n_);
-        parts_.clear();
-        bounds_.clear();
-        if (!chosen.splits_batch || parts < 2) return;
-        bounds_ = detail::batch_chunks(n_, parts);
-        for (std::size_t k = 0; k < parts; ++k) {
-            parts_.push_back(chosen.make());
-            parts_.back()->prepare(ConvProblem{g_, bounds_[k + 1] - bounds_[k], out_});
-        }
+        split_.prepare(chosen, n_, [&](std::size_t samples) { return ConvProblem{g_, samples, out_}; });
     }
 
     std::size_t in_, out_;
@@ -200,11 +186,9 @@ private:
     T* dw_ = nullptr;
     T* db_ = nullptr;
     detail::ConvGeometry g_;
-    std::size_t n_ = 0;                       // batch size the algorithm is prepared for
-    std::unique_ptr<ConvAlgorithm<T>> algo_;  // the algorithm of this shape (null: none prepared yet)
-    int threads_ = 1;                         // compute_threads() when prepared
-    std::vector<std::unique_ptr<ConvAlgorithm<T>>> parts_;  // one per part of a split batch (or none)
-    std::vector<std::size_t> bounds_;                       // the parts' first samples, then n_
+    std::size_t n_ = 0;                           // batch size the algorithm is prepared for
+    std::unique_ptr<ConvAlgorithm<T>> algo_;      // the algorithm of this shape (null: none prepared yet)
+    detail::BatchSplit<ConvAlgorithm<T>> split_;  // the batch split over threads (or none)
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

@@ -74,12 +74,10 @@ public:
         const std::size_t n = in.shape()[0];
         ensure_shape(out, std::array<std::size_t, 2>{n, out_});
         prepare(n);
-        if (parts_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
+        if (split_.empty()) return algo_->forward(in.data(), w_, b_, out.data());
         const T* x = in.data();
         T* y = out.data();
-        detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
-            parts_[k]->forward(x + bounds_[k] * in_, w_, b_, y + bounds_[k] * out_);
-        });
+        split_.run([&](auto& part, std::size_t s0) { part.forward(x + s0 * in_, w_, b_, y + s0 * out_); });
     }
 
     /// Layer<T>::backward: accumulates dW and db; writes `grad_in` = `grad_out` W when asked.
@@ -114,11 +112,10 @@ public:
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
-            if (parts_.empty()) return algo_->backward_data(g, w_, grad_in.data());
+            if (split_.empty()) return algo_->backward_data(g, w_, grad_in.data());
             T* dx = grad_in.data();
-            detail::ComputePool::get().run(parts_.size(), [&](std::size_t k) {
-                parts_[k]->backward_data(g + bounds_[k] * out_, w_, dx + bounds_[k] * in_);
-            });
+            split_.run(
+                [&](auto& part, std::size_t s0) { part.backward_data(g + s0 * out_, w_, dx + s0 * in_); });
         }
     }
 
@@ -143,22 +140,12 @@ private:
     void prepare(std::size_t n) {
         const DenseProblem problem{n, in_, out_};
         const DenseAlgorithmEntry<T>& chosen = choose_dense_algorithm<T>(problem);
-        if (algo_ && n == n_ && chosen.name == algo_name_ && threads_ == compute_threads()) return;
+        if (algo_ && n == n_ && chosen.name == algo_name_ && !split_.stale()) return;
         if (chosen.name != algo_name_) algo_ = chosen.make();
         algo_->prepare(problem);
         algo_name_ = chosen.name;
         n_ = n;
-        // the batch split over threads: one instance per part, each prepared for its part
-        threads_ = compute_threads();
-        const std::size_t parts = std::min<std::size_t>(std::size_t(std::max(threads_, 1)), n);
-        parts_.clear();
-        bounds_.clear();
-        if (!chosen.splits_batch || parts < 2) return;
-        bounds_ = detail::batch_chunks(n, parts);
-        for (std::size_t k = 0; k < parts; ++k) {
-            parts_.push_back(chosen.make());
-            parts_.back()->prepare(DenseProblem{bounds_[k + 1] - bounds_[k], in_, out_});
-        }
+        split_.prepare(chosen, n, [&](std::size_t samples) { return DenseProblem{samples, in_, out_}; });
     }
 
     std::size_t in_, out_;
@@ -167,12 +154,10 @@ private:
     T* b_ = nullptr;
     T* dw_ = nullptr;
     T* db_ = nullptr;
-    std::size_t n_ = 0;                                      // batch size algo_ is prepared for
-    const char* algo_name_ = nullptr;                        // the entry algo_ was made from
-    std::unique_ptr<DenseAlgorithm<T>> algo_;                // the algorithm of the last call
-    int threads_ = 1;                                        // compute_threads() when prepared
-    std::vector<std::unique_ptr<DenseAlgorithm<T>>> parts_;  // one per part of a split batch (or none)
-    std::vector<std::size_t> bounds_;                        // the parts' first samples, then the batch
+    std::size_t n_ = 0;                            // batch size algo_ is prepared for
+    const char* algo_name_ = nullptr;              // the entry algo_ was made from
+    std::unique_ptr<DenseAlgorithm<T>> algo_;      // the algorithm of the last call
+    detail::BatchSplit<DenseAlgorithm<T>> split_;  // the batch split over threads (or none)
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).
