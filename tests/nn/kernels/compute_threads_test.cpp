@@ -82,7 +82,7 @@ TEST_CASE("Conv2d and Dense on 2 and 3 threads: bitwise the one-thread results",
             Model<float> m({cc.c, cc.h, cc.w}, 3);
             m.add(dtrain::Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p)).add(dtrain::Flatten<float>());
             const auto out = m.output_shape();
-            m.add(dtrain::Dense<float>(out[0], 10));
+            m.add(dtrain::Dense<float>(out[0], 50)).add(dtrain::Dense<float>(50, 10));
             const Tensor<float> x = dtrain::test::random_tensor<float>({n, cc.c, cc.h, cc.w}, rng);
             const Tensor<float> gy = dtrain::test::random_tensor<float>({n, 10}, rng);
             std::vector<float> one;
@@ -97,4 +97,27 @@ TEST_CASE("Conv2d and Dense on 2 and 3 threads: bitwise the one-thread results",
                 CHECK(std::equal(one.begin(), one.end(), many.begin(), many.end()));
             }
         }
+}
+
+TEST_CASE("Dense's weight gradient reported in parts on 3 threads: bitwise the one-thread results",
+          "[nn][kernels][threads]") {
+    Rng rng(5);
+    Model<float> m({64}, 3);
+    m.add(dtrain::Dense<float>(64, 100)).add(dtrain::Dense<float>(100, 37));
+    std::size_t reports = 0;
+    m.set_partial_grad_hook([&](std::size_t, std::size_t, std::size_t) { ++reports; },
+                            64 * 40);  // parts of 40 rows
+    const Tensor<float> x = dtrain::test::random_tensor<float>({9, 64}, rng);
+    const Tensor<float> gy = dtrain::test::random_tensor<float>({9, 37}, rng);
+    std::vector<float> one;
+    {
+        ScopedThreads t(1);
+        one = step_results(m, x, gy);
+    }
+    const std::size_t reports_one = reports;
+    CHECK(reports_one > 3);  // the first Dense's 100 rows came in parts
+    ScopedThreads t(3);
+    const std::vector<float> many = step_results(m, x, gy);
+    CHECK(reports == 2 * reports_one);
+    CHECK(std::equal(one.begin(), one.end(), many.begin(), many.end()));
 }

@@ -24,8 +24,10 @@ namespace dtrain {
 /// The threads one rank computes with: DTRAIN_THREADS at first use (a whole number from 1 to 4096; unset
 /// or empty: 1, one thread per rank), then whatever a program or a test assigns. Conv2d and Dense split the
 /// forward pass and the input gradient of a batch over this many threads where their algorithm's results do
-/// not depend on the rest of the batch (the native kernels), so results do not depend on it; the weight
-/// gradient stays on the calling thread. The oneDNN algorithms run on this many OpenMP threads instead.
+/// not depend on the rest of the batch (the native kernels), and Dense its weight gradient over output
+/// rows, so results do not depend on it; Conv2d's weight gradient runs on one thread beside the input
+/// gradient's parts. The oneDNN
+/// algorithms run on this many OpenMP threads instead.
 /// Throws dtrain::Error naming the variable for another value.
 inline int& compute_threads() {
     static int threads = [] {
@@ -43,7 +45,9 @@ inline int& compute_threads() {
 namespace detail {
 
 /// Persistent worker threads, started as needed: run(n, f) calls f(0) on the calling thread and f(1) ...
-/// f(n - 1) on workers, and returns when all have returned (rethrowing the first exception). One run at a
+/// f(n - 1) on workers, or on the calling thread when it is done with f(0) before a worker took them (a
+/// worker whose core is busy with another process would otherwise hold up the run by a time slice), and
+/// returns when all have returned (rethrowing the first exception). One run at a
 /// time; f must not call run. Waiting threads spin for up to spin_time before they block, since a layer's
 /// calls follow one another within a fraction of a millisecond and waking a blocked thread costs about as
 /// much.
@@ -72,7 +76,8 @@ public:
             t.join();
     }
 
-    /// Calls f(i) for i in [0, n), f(0) here and the others on workers; returns when all are done.
+    /// Calls f(i) for i in [0, n), f(0) here and the others on workers (or here, when no worker came
+    /// first); returns when all are done.
     void run(std::size_t n, const std::function<void(std::size_t)>& f) {
         if (n <= 1) {
             if (n == 1) f(0);
@@ -95,6 +100,9 @@ public:
         } catch (...) {
             mine = std::current_exception();
         }
+        lock.lock();
+        take_parts(lock);  // the parts no worker has started yet (a worker may be descheduled)
+        lock.unlock();
         spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; });
         lock.lock();
         done_.wait(lock, [this] { return pending_.load() == 0; });
@@ -117,9 +125,16 @@ private:
         for (;;) {
             spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
             std::unique_lock<std::mutex> lock(m_);
-            wake_.wait(lock, [&] { return stop_ || (generation_.load() != seen && next_ < end_); });
+            wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
             if (stop_) return;
             seen = generation_.load();
+            take_parts(lock);
+        }
+    }
+
+    // Runs the current run's parts not yet taken, one at a time, with `lock` (on m_) held between them.
+    void take_parts(std::unique_lock<std::mutex>& lock) {
+        while (next_ < end_) {
             const std::size_t i = next_++;
             const std::function<void(std::size_t)>* f = job_;
             lock.unlock();
@@ -144,6 +159,10 @@ private:
     bool stop_ = false;
     std::exception_ptr error_;
 };
+
+/// The fewest output rows a thread takes of a weight gradient split over threads (Dense): below it the
+/// pool's hand-over costs more than the rows.
+constexpr std::size_t min_rows_per_thread = 16;
 
 /// The sample ranges [begin, end) of `parts` near-equal chunks of a batch of n (the first ones one larger).
 inline std::vector<std::size_t> batch_chunks(std::size_t n, std::size_t parts) {
@@ -181,10 +200,23 @@ public:
     /// True when there are no parts (the layer computes on its own instance).
     bool empty() const { return parts_.empty(); }
 
+    /// The number of parts (0 when empty()).
+    std::size_t size() const { return parts_.size(); }
+
     /// Calls f(part's algorithm, its first sample) for every part at once, on the pool.
     template <class F>
     void run(F f) {
         ComputePool::get().run(parts_.size(), [&](std::size_t k) { f(*parts_[k], bounds_[k]); });
+    }
+
+    /// Calls first() and f(part's algorithm, its first sample) for every part, all at once on the pool
+    /// (first() on the calling thread): a product independent of the parts' beside them.
+    template <class First, class F>
+    void run_beside(First first, F f) {
+        ComputePool::get().run(parts_.size() + 1, [&](std::size_t k) {
+            if (k == 0) return first();
+            f(*parts_[k - 1], bounds_[k - 1]);
+        });
     }
 
 private:

@@ -38,7 +38,9 @@ public:
     /// y = x w^T + bias.
     virtual void forward(const T* x, const T* w, const T* bias, T* y) = 0;
 
-    /// Rows [lo, hi) of dw (+)= dy[:, lo:hi)^T x: adds when `add`, else writes.
+    /// Rows [lo, hi) of dw (+)= dy[:, lo:hi)^T x: adds when `add`, else writes. An algorithm whose entry
+    /// says splits_batch computes each row independently of the others and allows calls on disjoint row
+    /// ranges at once (Dense splits its weight gradient over threads so).
     virtual void backward_weights(const T* x, const T* dy, std::size_t lo, std::size_t hi, bool add,
                                   T* dw) = 0;
 

@@ -30,7 +30,7 @@ namespace dtrain {
 /// input shape changes; Model::summary() names it. All agree within float rounding and are deterministic.
 /// With compute_threads() T > 1 and an algorithm whose results per sample do not depend on the batch (the
 /// native kernels), the forward pass and the input gradient run on T parts of the batch at once, bitwise
-/// as on one thread; the weight gradient runs on the calling thread.
+/// as on one thread; the weight gradient runs on one thread beside the input gradient's parts.
 /// Kernel taps that meet only padding at every output position (all but the centre of a 3x3 kernel with
 /// padding 1 on a 1x1 map) are left out by every algorithm.
 template <class T = float>
@@ -111,13 +111,20 @@ public:
                      " elements but the output of input ", detail::shape_str(in.shape()), " has ", out_ * np);
         if (need_grad_in) ensure_shape(grad_in, in.shape());
         if (n_ == 0) return;
-        algo_->backward_weights(in.data(), grad_out.data(), dw_, db_);
-        if (!need_grad_in) return;
-        if (split_.empty()) return algo_->backward_data(grad_out.data(), w_, grad_in.data());
+        if (!need_grad_in || split_.empty()) {
+            algo_->backward_weights(in.data(), grad_out.data(), dw_, db_);
+            if (need_grad_in) algo_->backward_data(grad_out.data(), w_, grad_in.data());
+            return;
+        }
+        // The weight gradient on one thread beside the input gradient's parts on the others: the parts'
+        // input gradients need no weight gradient before them (splits_batch), and each product is computed
+        // as on one thread.
         const std::size_t xs = in_ * g_.h * g_.w, ys = out_ * g_.positions();
         const T* dy = grad_out.data();
         T* dx = grad_in.data();
-        split_.run([&](auto& part, std::size_t s0) { part.backward_data(dy + s0 * ys, w_, dx + s0 * xs); });
+        split_.run_beside(
+            [&] { algo_->backward_weights(in.data(), dy, dw_, db_); },
+            [&](auto& part, std::size_t s0) { part.backward_data(dy + s0 * ys, w_, dx + s0 * xs); });
     }
 
     std::unique_ptr<Layer<T>> clone() const override {

@@ -26,7 +26,7 @@ namespace dtrain {
 /// The products run on the first algorithm of dense_algorithms<T>() (nn/kernels/) that applies on this CPU
 /// (kernel_cpu(), which follows DTRAIN_KERNELS, read at every call); Model::summary() names it. With
 /// compute_threads() T > 1 and an algorithm that allows it, the forward pass and the input gradient run on T
-/// parts of the batch at once, bitwise as on one thread.
+/// parts of the batch at once, and the weight gradient on T parts of its rows, bitwise as on one thread.
 /// Dense takes part in the gradient overlap (ReportsGradients): its weight gradient in parts, last rows
 /// first, and written instead of added after Model::zero_grad().
 template <class T = float>
@@ -96,6 +96,16 @@ public:
             for (std::size_t j = 0; j < out_; ++j)
                 db_[j] += gr[j];
         }
+        // dW rows [lo, hi), split over the batch's threads: rows are independent of each other, so the
+        // result is bitwise that of one call
+        auto weights = [&](std::size_t lo, std::size_t hi) {
+            const std::size_t parts = std::min(split_.size(), (hi - lo) / detail::min_rows_per_thread);
+            if (parts < 2) return algo_->backward_weights(in.data(), g, lo, hi, add, dw_);
+            const std::vector<std::size_t> b = detail::batch_chunks(hi - lo, parts);
+            detail::ComputePool::get().run(parts, [&](std::size_t k) {
+                algo_->backward_weights(in.data(), g, lo + b[k], lo + b[k + 1], add, dw_);
+            });
+        };
         const std::size_t chunk = this->grad_chunk();
         if (chunk > 0 && num_params() > chunk) {
             // In parts of `rows` output rows, last rows first, each reported final as soon as computed.
@@ -103,12 +113,12 @@ public:
             const std::size_t rows = std::max<std::size_t>(1, chunk / in_);
             for (std::size_t hi = out_; hi > 0;) {
                 const std::size_t lo = hi > rows ? hi - rows : 0;
-                algo_->backward_weights(in.data(), g, lo, hi, add, dw_);
+                weights(lo, hi);
                 this->report_grads_ready(lo * in_, hi * in_);
                 hi = lo;
             }
         } else {
-            algo_->backward_weights(in.data(), g, 0, out_, add, dw_);
+            weights(0, out_);
         }
         if (need_grad_in) {
             ensure_shape(grad_in, in.shape());
