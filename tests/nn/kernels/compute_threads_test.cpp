@@ -6,9 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dtrain/nn/kernels/compute_threads.hpp>
@@ -48,15 +52,40 @@ std::vector<float> step_results(Model<float>& m, const Tensor<float>& x, const T
 
 }  // namespace
 
-TEST_CASE("ComputePool runs every part once, on several threads, and passes on an exception",
-          "[nn][kernels][threads]") {
+TEST_CASE(
+    "ComputePool runs every part once, on at most compute_threads() threads, and passes on an exception",
+    "[nn][kernels][threads]") {
     auto& pool = dtrain::detail::ComputePool::get();
+    ScopedThreads three(3);
     for (const std::size_t n : {std::size_t(1), std::size_t(2), std::size_t(5), std::size_t(3)}) {
         std::vector<std::atomic<int>> hits(n);
+        std::mutex m;
+        std::set<std::thread::id> ids;
         for (int round = 0; round < 20; ++round)
-            pool.run(n, [&](std::size_t i) { ++hits[i]; });
+            pool.run(n, [&](std::size_t i) {
+                ++hits[i];
+                std::lock_guard<std::mutex> lock(m);
+                ids.insert(std::this_thread::get_id());
+            });
         for (std::size_t i = 0; i < n; ++i)
             CHECK(hits[i] == 20);
+        CHECK(ids.size() <= std::min<std::size_t>(n, 3));
+    }
+    {  // while the caller is busy with part 0, the workers take the others
+        std::set<std::thread::id> ids;
+        std::mutex m;
+        pool.run(5, [&](std::size_t i) {
+            if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::lock_guard<std::mutex> lock(m);
+            ids.insert(std::this_thread::get_id());
+        });
+        CHECK(ids.size() >= 2);
+    }
+    {  // one thread: every part on the caller
+        ScopedThreads one(1);
+        std::set<std::thread::id> ids;
+        pool.run(4, [&](std::size_t) { ids.insert(std::this_thread::get_id()); });
+        CHECK(ids == std::set<std::thread::id>{std::this_thread::get_id()});
     }
     CHECK_THROWS_WITH(pool.run(3,
                                [](std::size_t i) {

@@ -44,13 +44,12 @@ inline int& compute_threads() {
 
 namespace detail {
 
-/// Persistent worker threads, started as needed: run(n, f) calls f(0) on the calling thread and f(1) ...
-/// f(n - 1) on workers, or on the calling thread when it is done with f(0) before a worker took them (a
-/// worker whose core is busy with another process would otherwise hold up the run by a time slice), and
-/// returns when all have returned (rethrowing the first exception). One run at a
-/// time; f must not call run. Waiting threads spin for up to spin_time before they block, since a layer's
-/// calls follow one another within a fraction of a millisecond and waking a blocked thread costs about as
-/// much.
+/// Persistent worker threads, started as needed: run(n, f) calls f(0), ..., f(n - 1) on the calling thread
+/// and at most compute_threads() - 1 workers, each part on whichever thread takes it first (f(0) on the
+/// caller; a worker whose core is busy with another process then holds up a run by at most the part it
+/// took), and returns when all have returned (rethrowing the first exception). One run at a time; f must
+/// not call run. Waiting threads spin for up to spin_time before they block, since a layer's calls follow
+/// one another within a fraction of a millisecond and waking a blocked thread costs about as much.
 class ComputePool {
 public:
     /// How long an idle worker, and the caller waiting for the workers, spin before blocking.
@@ -76,16 +75,19 @@ public:
             t.join();
     }
 
-    /// Calls f(i) for i in [0, n), f(0) here and the others on workers (or here, when no worker came
-    /// first); returns when all are done.
+    /// Calls f(i) for i in [0, n) on this thread and up to compute_threads() - 1 workers; returns when all
+    /// are done.
     void run(std::size_t n, const std::function<void(std::size_t)>& f) {
-        if (n <= 1) {
-            if (n == 1) f(0);
+        const std::size_t helpers = std::min<std::size_t>(n, std::size_t(std::max(compute_threads(), 1))) - 1;
+        if (helpers == 0) {
+            for (std::size_t i = 0; i < n; ++i)
+                f(i);
             return;
         }
         std::unique_lock<std::mutex> lock(m_);
-        while (workers_.size() < n - 1)
-            workers_.emplace_back([this, seen = generation_.load()] { work(seen); });
+        while (workers_.size() < helpers)
+            workers_.emplace_back([this, k = workers_.size(), seen = generation_.load()] { work(k, seen); });
+        active_.store(helpers, std::memory_order_relaxed);
         job_ = &f;
         next_ = 1;
         end_ = n;
@@ -117,18 +119,24 @@ private:
     static void spin_until(Ready ready) {
         const auto until = std::chrono::steady_clock::now() + spin_time;
         for (unsigned k = 1; !ready(); ++k)
-            if (k % 64 == 0 && std::chrono::steady_clock::now() > until) return;
+            if (k % 64 == 0) {
+                if (std::chrono::steady_clock::now() > until) return;
+                std::this_thread::
+                    yield();  // to another thread of the process (communication, MPI) if one waits
+            }
     }
 
-    // A worker's loop; `seen` is the generation it was started in (it takes part from the next one).
-    void work(std::size_t seen) {
+    // Worker k's loop; `seen` is the generation it was started in (it takes part from the next one). Only
+    // the first active_ workers take parts (and spin): no more threads than compute_threads() run.
+    void work(std::size_t k, std::size_t seen) {
         for (;;) {
-            spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+            if (k < active_.load(std::memory_order_relaxed))
+                spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
             std::unique_lock<std::mutex> lock(m_);
             wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
             if (stop_) return;
             seen = generation_.load();
-            take_parts(lock);
+            if (k < active_.load(std::memory_order_relaxed)) take_parts(lock);
         }
     }
 
@@ -155,9 +163,13 @@ private:
     std::vector<std::thread> workers_;
     const std::function<void(std::size_t)>* job_ = nullptr;
     std::size_t next_ = 0, end_ = 0;
-    std::atomic<std::size_t> pending_{0}, generation_{0};
     bool stop_ = false;
     std::exception_ptr error_;
+    // What spinning threads read, each on a cache line of its own: a line shared with data another thread
+    // writes (in the pool or in a neighbouring static) slowed 2-thread steps by up to 1.7x.
+    alignas(64) std::atomic<std::size_t> pending_{0};
+    alignas(64) std::atomic<std::size_t> generation_{0};
+    std::atomic<std::size_t> active_{0};  // the workers taking part in the current run
 };
 
 /// The fewest output rows a thread takes of a weight gradient split over threads (Dense): below it the

@@ -26,10 +26,9 @@ public:
     }
     /// "implicit GEMM (AVX-512)" or "implicit GEMM (AVX2)".
     static constexpr const char* label = Avx512 ? "implicit GEMM (AVX-512)" : "implicit GEMM (AVX2)";
-    /// Not split over threads: a sample's results do not depend on its batch, but the input gradient reuses
-    /// the rows of dy the weight gradient made on the whole batch, and split it measured slower (ResNet9 on
-    /// 2 threads, benchmarks/onednn/README.md).
-    static constexpr bool splits_batch = false;
+    /// A sample's forward and input gradient do not depend on the rest of its batch; split, each part's
+    /// input gradient makes its own rows of dy instead of reusing those of the weight gradient.
+    static constexpr bool splits_batch = true;
 
     std::string name() const override { return label; }
 
