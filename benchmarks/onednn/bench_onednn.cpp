@@ -1,18 +1,21 @@
-// dtrain's own kernels side by side with oneDNN's primitives on the SINGA CNN and the 784-512-256-10 MLP
-// at batch 64, float, one thread: samples/s of the training step (forward, softmax cross-entropy,
+// dtrain's own kernels side by side with oneDNN's primitives on the SINGA CNN, the 784-512-256-10 MLP and
+// ResNet9 at batch 64, float, one thread: samples/s of the training step (forward, softmax cross-entropy,
 // backward data and weights of every layer, SGD with momentum) and of inference (forward), interleaved in
 // one process, medians over rounds; per-layer forward/backward times of both; a correctness check first:
 // from the same initial weights and input, the first step's logits, gradients and updated weights of both
-// sides, and each side's gradients against the same step computed in double (dtrain's Model<double>).
+// sides, and each side's logits and gradients against the same step computed in double (dtrain's
+// Model<double>).
 //
-// The oneDNN side is written as oneDNN's own training example does it: every primitive and memory created
-// once before timing, format_tag::any for activations and weights (oneDNN's blocked layouts), reorders only
-// where two primitives want different layouts, ReLU fused into the convolution / inner product as a
-// post-op and its backward computed from the fused output (eltwise_relu_use_dst_for_bwd), max pooling
-// with its workspace, the inner product reading the pooled 4D activations directly (no flatten), separate
-// forward_inference primitives (weights reordered once) for inference. Loss gradient and SGD are plain loops.
+// The oneDNN side (onednn_net.hpp) is written as oneDNN's own training example does it: every primitive
+// and memory created once before timing, format_tag::any for activations and weights (oneDNN's blocked
+// layouts), reorders only where two primitives want different layouts, ReLU fused into the convolution /
+// inner product as a post-op and its backward computed from the fused output
+// (eltwise_relu_use_dst_for_bwd), max pooling with its workspace, the inner product reading 4D activations
+// directly (no flatten), batch normalisation with scale and shift and its ReLU fused (fuse_norm_relu), the
+// residual adds as binary primitives, separate forward_inference primitives (weights reordered once,
+// batch normalisation on the running statistics) for inference. Loss gradient and SGD are plain loops.
 //
-// Usage: bench_onednn [--models cnn,mlp] [--rounds R] [--steps N] [--fma-peak GFLOPS] [--no-layers]
+// Usage: bench_onednn [--models cnn,mlp,resnet9] [--rounds R] [--steps N] [--fma-peak GFLOPS] [--no-layers]
 // --fma-peak: the core's FP32 FMA peak (bench_fma_peak's fma_peak line), for the "of peak" fractions.
 // Each round runs, per model, N training steps of each side, then N forward passes of each (the side that
 // goes first alternates between rounds); one warm-up round is not counted. One thread: oneDNN's OpenMP
@@ -20,6 +23,8 @@
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
+
+#include "onednn_net.hpp"
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -30,399 +35,36 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace {
 
-using dnnl::memory;
-using Clock = std::chrono::steady_clock;
-using dt = memory::data_type;
-using tag = memory::format_tag;
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// One layer of the architecture as oneDNN runs it (ReLU fused into Conv and Dense).
-struct Spec {
-    enum Kind { Conv, Pool, Dense } kind;
-    long oc = 0, k = 0;  // output channels / features, kernel (Conv; Pool: window = stride)
-    bool relu = false;
-};
-
-std::vector<Spec> specs_of(const std::string& model) {
-    if (model == "cnn")
-        return {{Spec::Conv, 20, 5, true}, {Spec::Pool, 0, 2},          {Spec::Conv, 50, 5, true},
-                {Spec::Pool, 0, 2},        {Spec::Dense, 500, 0, true}, {Spec::Dense, 10, 0, false}};
-    return {{Spec::Dense, 512, 0, true}, {Spec::Dense, 256, 0, true}, {Spec::Dense, 10, 0, false}};
-}
-
-std::string spec_name(const Spec& s) {
-    switch (s.kind) {
-        case Spec::Conv:
-            return "Conv2d(k=" + std::to_string(s.k) + ")" + (s.relu ? "+ReLU" : "");
-        case Spec::Pool:
-            return "MaxPool2d(" + std::to_string(s.k) + ")";
-        default:
-            return "Dense(" + std::to_string(s.oc) + ")" + (s.relu ? "+ReLU" : "");
-    }
-}
-
-// A step as a list of operations, each tagged with its layer and pass for the per-layer times.
-struct Op {
-    int layer;  // -1: loss, -2: SGD
-    bool bwd;
-    std::function<void()> run;
-};
-
-// The oneDNN network: forward (training or inference), loss gradient, backward, SGD.
-class OneDnnNet {
-public:
-    OneDnnNet(const std::string& model, long batch, bool training, dnnl::engine& eng, dnnl::stream& s)
-        : eng_(eng), s_(s), specs_(specs_of(model)) {
-        memory::dims dims = model == "cnn" ? memory::dims{batch, 1, 28, 28} : memory::dims{batch, 784};
-        input_ = memory({dims, dt::f32, dims.size() == 4 ? tag::nchw : tag::nc}, eng_);
-        const auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-        memory cur = input_;
-        for (std::size_t i = 0; i < specs_.size(); ++i) {
-            const Spec& sp = specs_[i];
-            L l;
-            l.src_dims = dims;
-            if (sp.kind == Spec::Pool) {
-                dims = {dims[0], dims[1], dims[2] / sp.k, dims[3] / sp.k};
-                l.pool = dnnl::pooling_forward::primitive_desc({prop,
-                                                                dnnl::algorithm::pooling_max,
-                                                                cur.get_desc(),
-                                                                {dims, dt::f32, tag::any},
-                                                                {sp.k, sp.k},
-                                                                {sp.k, sp.k},
-                                                                {0, 0},
-                                                                {0, 0}},
-                                                               eng_);
-                l.src = cur;
-                l.dst = memory(l.pool.dst_desc(), eng_);
-                std::unordered_map<int, memory> args{{DNNL_ARG_SRC, l.src}, {DNNL_ARG_DST, l.dst}};
-                if (training) {
-                    l.ws = memory(l.pool.workspace_desc(), eng_);
-                    args[DNNL_ARG_WORKSPACE] = l.ws;
-                }
-                add(int(i), false, dnnl::pooling_forward(l.pool), args);
-            } else {
-                memory::dims wd;
-                if (sp.kind == Spec::Conv) {
-                    wd = {sp.oc, dims[1], sp.k, sp.k};
-                    dims = {dims[0], sp.oc, dims[2] - sp.k + 1, dims[3] - sp.k + 1};
-                } else {
-                    wd = dims;
-                    wd[0] = sp.oc;
-                    dims = {dims[0], sp.oc};
-                }
-                l.w_dims = wd;
-                const memory::desc src_any(l.src_dims, dt::f32, tag::any), w_any(wd, dt::f32, tag::any),
-                    b_md({sp.oc}, dt::f32, tag::x), dst_any(dims, dt::f32, tag::any);
-                dnnl::primitive_attr attr;
-                if (sp.relu) {
-                    dnnl::post_ops po;
-                    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-                    attr.set_post_ops(po);
-                }
-                memory::desc src_md, w_md, dst_md;
-                dnnl::primitive fwd;
-                if (sp.kind == Spec::Conv) {
-                    l.conv = dnnl::convolution_forward::primitive_desc({prop,
-                                                                        dnnl::algorithm::convolution_direct,
-                                                                        src_any,
-                                                                        w_any,
-                                                                        b_md,
-                                                                        dst_any,
-                                                                        {1, 1},
-                                                                        {0, 0},
-                                                                        {0, 0}},
-                                                                       attr, eng_);
-                    src_md = l.conv.src_desc(), w_md = l.conv.weights_desc(), dst_md = l.conv.dst_desc();
-                    fwd = dnnl::convolution_forward(l.conv);
-                } else {
-                    l.ip = dnnl::inner_product_forward::primitive_desc({prop, src_any, w_any, b_md, dst_any},
-                                                                       attr, eng_);
-                    src_md = l.ip.src_desc(), w_md = l.ip.weights_desc(), dst_md = l.ip.dst_desc();
-                    fwd = dnnl::inner_product_forward(l.ip);
-                }
-                l.src = need(cur, src_md, int(i), false);
-                l.w = memory(w_md, eng_);
-                l.b = memory(b_md, eng_);
-                l.dst = memory(dst_md, eng_);
-                add(int(i), false, fwd,
-                    {{DNNL_ARG_SRC, l.src},
-                     {DNNL_ARG_WEIGHTS, l.w},
-                     {DNNL_ARG_BIAS, l.b},
-                     {DNNL_ARG_DST, l.dst}});
-            }
-            cur = l.dst;
-            layers_.push_back(std::move(l));
-        }
-        logits_ = need(cur, {dims, dt::f32, tag::nc}, int(specs_.size()) - 1, false);
-        if (training) build_backward();
-    }
-
-    memory& input() { return input_; }
-    const float* logits() const { return static_cast<const float*>(logits_.get_data_handle()); }
-    std::size_t num_layers() const { return specs_.size(); }
-    std::string layer_name(std::size_t i) const { return spec_name(specs_[i]); }
-
-    /// Sets the labels and SGD settings of the training step.
-    void set_training(const std::vector<int>& labels, float lr, float momentum, float weight_decay) {
-        labels_ = labels, lr_ = lr, mom_ = momentum, wd_ = weight_decay;
-    }
-
-    /// Loads weights and biases from dtrain's flat parameter buffer (PyTorch's layouts, layer order).
-    void load(const float* params) {
-        for (auto& l : layers_) {
-            if (!l.w) continue;
-            const bool conv_like = l.w_dims.size() == 4;
-            memory user({l.w_dims, dt::f32, conv_like ? tag::oihw : tag::oi}, eng_,
-                        const_cast<float*>(params));
-            dnnl::reorder(user, l.w).execute(s_, user, l.w);
-            params += product(l.w_dims);
-            const long nb = l.w_dims[0];
-            std::memcpy(l.b.get_data_handle(), params, sizeof(float) * std::size_t(nb));
-            params += nb;
-        }
-        s_.wait();
-    }
-
-    /// Writes the weights (or, `grads`, the gradients of the last step) back in dtrain's layout.
-    std::vector<float> store(bool grads) {
-        std::vector<float> out;
-        for (auto& l : layers_) {
-            if (!l.w) continue;
-            const bool conv_like = l.w_dims.size() == 4;
-            std::vector<float> w(std::size_t(product(l.w_dims)));
-            memory user({l.w_dims, dt::f32, conv_like ? tag::oihw : tag::oi}, eng_, w.data());
-            memory& src = grads ? l.dw : l.w;
-            dnnl::reorder(src, user).execute(s_, src, user);
-            s_.wait();
-            out.insert(out.end(), w.begin(), w.end());
-            const float* b = static_cast<const float*>((grads ? l.db : l.b).get_data_handle());
-            out.insert(out.end(), b, b + l.w_dims[0]);
-        }
-        return out;
-    }
-
-    /// Copies the weights of a training net into this (inference) net, reordering to its layouts.
-    void copy_weights(OneDnnNet& from) {
-        for (std::size_t i = 0; i < layers_.size(); ++i) {
-            if (!layers_[i].w) continue;
-            dnnl::reorder(from.layers_[i].w, layers_[i].w).execute(s_, from.layers_[i].w, layers_[i].w);
-            std::memcpy(layers_[i].b.get_data_handle(), from.layers_[i].b.get_data_handle(),
-                        layers_[i].b.get_desc().get_size());
-        }
-        s_.wait();
-    }
-
-    /// One training step (or forward pass for an inference net).
-    void step() {
-        for (auto& op : ops_)
-            op.run();
-        s_.wait();
-    }
-
-    /// Adds the time of each operation of one step to `times` (key: layer, pass).
-    void timed_step(std::map<std::pair<int, bool>, double>& times) {
-        for (auto& op : ops_) {
-            const auto t0 = Clock::now();
-            op.run();
-            s_.wait();
-            times[{op.layer, op.bwd}] += seconds_since(t0);
-        }
-    }
-
-private:
-    struct L {
-        memory::dims src_dims, w_dims;
-        dnnl::convolution_forward::primitive_desc conv;
-        dnnl::inner_product_forward::primitive_desc ip;
-        dnnl::pooling_forward::primitive_desc pool;
-        memory src, dst, w, b, ws, dw, db, dw_upd, mw, mb;  // dw_upd: dw in w's layout; mw, mb: momentum
-    };
-
-    static long product(const memory::dims& d) {
-        long p = 1;
-        for (long v : d)
-            p *= v;
-        return p;
-    }
-
-    void add(int layer, bool bwd, dnnl::primitive p, std::unordered_map<int, memory> args) {
-        ops_.push_back({layer, bwd, [this, p, args]() mutable { p.execute(s_, args); }});
-    }
-
-    // `m` if it has layout `want`, else a memory of layout `want` filled by a reorder added to the step.
-    memory need(const memory& m, const memory::desc& want, int layer, bool bwd) {
-        if (m.get_desc() == want) return m;
-        memory r(want, eng_);
-        add(layer, bwd, dnnl::reorder(m, r), {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, r}});
-        return r;
-    }
-
-    void build_backward() {
-        const memory::desc ldesc = logits_.get_desc();
-        dlogits_ = memory(ldesc, eng_);
-        ops_.push_back({-1, true, [this] { loss_grad(); }});
-        memory dcur = dlogits_;
-        for (std::size_t j = layers_.size(); j-- > 0;) {
-            L& l = layers_[j];
-            const Spec& sp = specs_[j];
-            const int i = int(j);
-            if (sp.kind == Spec::Pool) {
-                const memory dd = need(dcur, l.dst.get_desc(), i, true);
-                dnnl::pooling_backward::primitive_desc pd({dnnl::algorithm::pooling_max,
-                                                           l.src.get_desc(),
-                                                           l.dst.get_desc(),
-                                                           {sp.k, sp.k},
-                                                           {sp.k, sp.k},
-                                                           {0, 0},
-                                                           {0, 0}},
-                                                          eng_, l.pool);
-                memory ds(pd.diff_src_desc(), eng_);
-                add(i, true, dnnl::pooling_backward(pd),
-                    {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, ds}, {DNNL_ARG_WORKSPACE, l.ws}});
-                dcur = ds;
-                continue;
-            }
-            if (sp.relu) {  // in place on the output gradient, from the fused ReLU's output
-                const memory dd = need(dcur, l.dst.get_desc(), i, true);
-                const auto alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-                dnnl::eltwise_forward::primitive_desc hint(
-                    {dnnl::prop_kind::forward_training, alg, l.dst.get_desc(), 0.f}, eng_);
-                dnnl::eltwise_backward::primitive_desc pd({alg, dd.get_desc(), l.dst.get_desc(), 0.f}, eng_,
-                                                          hint);
-                add(i, true, dnnl::eltwise_backward(pd),
-                    {{DNNL_ARG_DST, l.dst}, {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_SRC, dd}});
-                dcur = dd;
-            }
-            const memory::desc src_any(l.src_dims, dt::f32, tag::any), w_any(l.w_dims, dt::f32, tag::any),
-                b_md({sp.oc}, dt::f32, tag::x), dst_any(dcur.get_desc().dims(), dt::f32, tag::any);
-            memory::desc bw_src, bw_ddst, bw_dw, bd_w, bd_ddst, bd_dsrc;
-            dnnl::primitive bw, bd;
-            if (sp.kind == Spec::Conv) {
-                const auto alg = dnnl::algorithm::convolution_direct;
-                dnnl::convolution_backward_weights::primitive_desc pw(
-                    {alg, src_any, w_any, b_md, dst_any, {1, 1}, {0, 0}, {0, 0}}, eng_, l.conv);
-                bw_src = pw.src_desc(), bw_ddst = pw.diff_dst_desc(), bw_dw = pw.diff_weights_desc();
-                bw = dnnl::convolution_backward_weights(pw);
-                if (j > 0) {
-                    dnnl::convolution_backward_data::primitive_desc pdd(
-                        {alg, src_any, w_any, dst_any, {1, 1}, {0, 0}, {0, 0}}, eng_, l.conv);
-                    bd_w = pdd.weights_desc(), bd_ddst = pdd.diff_dst_desc(), bd_dsrc = pdd.diff_src_desc();
-                    bd = dnnl::convolution_backward_data(pdd);
-                }
-            } else {
-                dnnl::inner_product_backward_weights::primitive_desc pw({src_any, w_any, b_md, dst_any}, eng_,
-                                                                        l.ip);
-                bw_src = pw.src_desc(), bw_ddst = pw.diff_dst_desc(), bw_dw = pw.diff_weights_desc();
-                bw = dnnl::inner_product_backward_weights(pw);
-                if (j > 0) {
-                    dnnl::inner_product_backward_data::primitive_desc pdd({src_any, w_any, dst_any}, eng_,
-                                                                          l.ip);
-                    bd_w = pdd.weights_desc(), bd_ddst = pdd.diff_dst_desc(), bd_dsrc = pdd.diff_src_desc();
-                    bd = dnnl::inner_product_backward_data(pdd);
-                }
-            }
-            l.dw = memory(bw_dw, eng_);
-            l.db = memory(b_md, eng_);
-            add(i, true, bw,
-                {{DNNL_ARG_SRC, need(l.src, bw_src, i, true)},
-                 {DNNL_ARG_DIFF_DST, need(dcur, bw_ddst, i, true)},
-                 {DNNL_ARG_DIFF_WEIGHTS, l.dw},
-                 {DNNL_ARG_DIFF_BIAS, l.db}});
-            // the SGD update runs on the weights' layout
-            l.dw_upd = need(l.dw, l.w.get_desc(), -2, true);
-            l.mw = memory(l.w.get_desc(), eng_);
-            l.mb = memory(b_md, eng_);
-            if (j > 0) {
-                memory ds(bd_dsrc, eng_);
-                add(i, true, bd,
-                    {{DNNL_ARG_DIFF_DST, need(dcur, bd_ddst, i, true)},
-                     {DNNL_ARG_WEIGHTS, need(l.w, bd_w, i, true)},
-                     {DNNL_ARG_DIFF_SRC, ds}});
-                dcur = ds;
-            }
-        }
-        ops_.push_back({-2, true, [this] { sgd(); }});
-    }
-
-    // Softmax cross-entropy gradient (softmax - one_hot) / batch, as dtrain's SoftmaxCrossEntropy.
-    void loss_grad() {
-        const auto d = logits_.get_desc().dims();
-        const long n = d[0], c = d[1];
-        const float* z = logits();
-        float* g = static_cast<float*>(dlogits_.get_data_handle());
-        for (long r = 0; r < n; ++r) {
-            const float* zr = z + r * c;
-            float* gr = g + r * c;
-            const float mx = *std::max_element(zr, zr + c);
-            double sum = 0;
-            for (long j = 0; j < c; ++j)
-                sum += std::exp(double(zr[j] - mx));
-            for (long j = 0; j < c; ++j)
-                gr[j] = float(std::exp(double(zr[j] - mx)) / sum / double(n));
-            gr[labels_[std::size_t(r)]] -= 1.f / float(n);
-        }
-    }
-
-    // SGD with momentum and weight decay (PyTorch's rule, as dtrain's SGD), on every parameter buffer.
-    void sgd() {
-        const bool first = steps_++ == 0;
-        for (auto& l : layers_) {
-            if (!l.w) continue;
-            auto upd = [&](memory& p, memory& g, memory& m) {
-                const std::size_t n = p.get_desc().get_size() / sizeof(float);
-                float* __restrict pv = static_cast<float*>(p.get_data_handle());
-                const float* __restrict gv = static_cast<const float*>(g.get_data_handle());
-                float* __restrict mv = static_cast<float*>(m.get_data_handle());
-                const float lr = lr_, mom = mom_, wd = wd_;
-                dtrain::detail::with_avx2([&] {
-                    if (first)
-                        for (std::size_t k = 0; k < n; ++k) {
-                            mv[k] = gv[k] + wd * pv[k];
-                            pv[k] -= lr * mv[k];
-                        }
-                    else
-                        for (std::size_t k = 0; k < n; ++k) {
-                            mv[k] = mom * mv[k] + (gv[k] + wd * pv[k]);
-                            pv[k] -= lr * mv[k];
-                        }
-                });
-            };
-            // (dw_upd's reorder, where dw's layout is not w's, is an earlier op of the step)
-            upd(l.w, l.dw_upd, l.mw);
-            upd(l.b, l.db, l.mb);
-        }
-    }
-
-    dnnl::engine& eng_;
-    dnnl::stream& s_;
-    std::vector<Spec> specs_;
-    std::vector<L> layers_;
-    std::vector<Op> ops_;
-    memory input_, logits_, dlogits_;
-    std::vector<int> labels_;
-    float lr_ = 0, mom_ = 0, wd_ = 0;
-    long steps_ = 0;
-};
+using dtrain::bench::Clock;
+using dtrain::bench::OneDnnNet;
+using dtrain::bench::seconds_since;
 
 // Nominal FLOP per sample (2 per multiply-add) of the Conv2d and Dense layers: forward, and training
-// (forward, weight gradient, input gradient except for the first layer).
+// (forward, weight gradient, input gradient except for the first layer). Nominal as benchmarks/train counts
+// it: ResNet9's 3x3 convolutions on 1x1 maps count all nine taps, though eight meet only padding.
 std::pair<double, double> flop_per_sample(const std::string& model) {
-    const std::vector<double> macs =
-        model == "cnn" ? std::vector<double>{20.0 * 24 * 24 * 25, 50.0 * 8 * 8 * 500, 800.0 * 500, 500.0 * 10}
-                       : std::vector<double>{784.0 * 512, 512.0 * 256, 256.0 * 10};
+    // per layer: output values x multiply-adds per output value
+    std::vector<double> macs{784.0 * 512, 512.0 * 256, 256.0 * 10};
+    if (model == "cnn") macs = {20.0 * 24 * 24 * 25, 50.0 * 8 * 8 * 500, 800.0 * 500, 500.0 * 10};
+    if (model == "resnet9")
+        macs = {16.0 * 8 * 8 * 3 * 49,
+                32.0 * 4 * 4 * 16 * 9,
+                32.0 * 4 * 4 * 32 * 9,
+                32.0 * 4 * 4 * 32 * 9,
+                64.0 * 2 * 2 * 32 * 9,
+                128.0 * 1 * 1 * 64 * 9,
+                128.0 * 1 * 1 * 128 * 9,
+                128.0 * 1 * 1 * 128 * 9,
+                128.0 * 128,
+                128.0 * 10};
     double f = 0, t = 0;
     for (std::size_t i = 0; i < macs.size(); ++i) {
         f += 2 * macs[i];
@@ -492,8 +134,46 @@ std::size_t pool_near_ties(const dtrain::Tensor<float>& a) {
     return ties;
 }
 
-// Both sides of one model: dtrain's Model and the oneDNN training and inference nets, same weights, input
-// and labels.
+// The model `name` ("cnn", "mlp" or "resnet9") of dtrain's zoo, initialised from seed 1.
+template <class T>
+dtrain::Model<T> make_model(const std::string& name) {
+    if (name == "cnn") return dtrain::zoo::singa_cnn<T>(1);
+    if (name == "resnet9") return dtrain::zoo::resnet9<T>(1);
+    return dtrain::zoo::mlp<T>({784, 512, 256, 10}, 1);
+}
+
+// A layer with parameters and where they sit in the model's flat buffer.
+struct ParamSlice {
+    std::string name;
+    std::size_t offset, size;
+};
+
+// The layers with parameters under `layer` (itself, or a Residual block's children one by one, named
+// "res<block>/<child>"), in the flat buffer's order; `offset` is the layer's first parameter.
+void param_slices(dtrain::Layer<float>& layer, std::size_t offset, int& blocks,
+                  std::vector<ParamSlice>& out) {
+    if (auto* r = dynamic_cast<dtrain::Residual<float>*>(&layer)) {
+        const std::string prefix = "res" + std::to_string(++blocks) + "/";
+        for (std::size_t i = 0; i < r->num_layers(); ++i) {
+            std::vector<ParamSlice> child;
+            param_slices(r->layer(i), offset + r->parameter_ranges()[i].offset, blocks, child);
+            for (auto& c : child)
+                out.push_back({prefix + c.name, c.offset, c.size});
+        }
+    } else if (layer.num_params() > 0) {
+        out.push_back({layer.name(), offset, layer.num_params()});
+    }
+}
+
+// A layer's name for the per-layer times: a Residual block by the number of its children.
+std::string short_name(const dtrain::Layer<float>& layer) {
+    if (auto* r = dynamic_cast<const dtrain::Residual<float>*>(&layer))
+        return "Residual(" + std::to_string(r->num_layers()) + " layers)";
+    return layer.name();
+}
+
+// Both sides of one model: dtrain's Model and the oneDNN training and inference nets, same weights, running
+// statistics, input and labels.
 struct Pair {
     std::string name;
     long batch;
@@ -508,8 +188,7 @@ struct Pair {
     Pair(const std::string& m, long n, dtrain::SGDOptions so, dnnl::engine& eng, dnnl::stream& s)
         : name(m),
           batch(n),
-          model(m == "cnn" ? dtrain::zoo::singa_cnn<float>(1)
-                           : dtrain::zoo::mlp<float>({784, 512, 256, 10}, 1)),
+          model(make_model<float>(m)),
           opt(so),
           train(m, n, true, eng, s),
           infer(m, n, false, eng, s) {
@@ -526,7 +205,7 @@ struct Pair {
         std::memcpy(train.input().get_data_handle(), x.data(), sizeof(float) * x.size());
         std::memcpy(infer.input().get_data_handle(), x.data(), sizeof(float) * x.size());
         train.set_training(labels, float(so.lr()), float(so.momentum()), float(so.weight_decay()));
-        train.load(model.parameters().data());
+        train.load(model.parameters().data(), model.state().data());
         infer.copy_weights(train);
     }
 
@@ -538,14 +217,17 @@ struct Pair {
     }
     void dtrain_infer_step() { sink += model.forward(x).data()[0]; }
 
-    // The first step of both from the same weights: logits, gradients and updated weights compared.
+    // The first step of both from the same weights: logits, gradients and updated weights compared. One
+    // forward pass per side: in training mode each pass updates BatchNorm's running statistics.
     void check() {
         const std::size_t nl = std::size_t(batch) * 10, np = model.num_parameters();
         model.train();
         const std::vector<float> w0(model.parameters().begin(), model.parameters().end());
+        const std::vector<float> s0(model.state().begin(), model.state().end());
         model.zero_grad();
-        const std::vector<float> logits(model.forward(x).begin(), model.forward(x).end());
-        loss.compute(model.forward(x), y, grad);
+        const dtrain::Tensor<float>& out = model.forward(x);
+        const std::vector<float> logits(out.begin(), out.end());
+        loss.compute(out, y, grad);
         model.backward(grad);
         const std::vector<float> g(model.gradients().begin(), model.gradients().end());
         opt.step(model.parameters(), model.gradients());
@@ -557,34 +239,53 @@ struct Pair {
             name.c_str(), max_abs_diff(logits.data(), train.logits(), nl), max_abs(logits.data(), nl),
             max_abs_diff(g.data(), og.data(), np), max_abs(g.data(), np),
             max_abs_diff(model.parameters().data(), ow.data(), np));
+        if (!s0.empty()) {
+            const std::vector<float> os = train.store_state();
+            std::printf("check %s running_stats_after_step_max_abs_diff %.3g (max |value| %.3g)\n",
+                        name.c_str(), max_abs_diff(model.state().data(), os.data(), os.size()),
+                        max_abs(model.state().data(), os.size()));
+        }
         // the same step in double, from the same float weights and input: the reference for both sides
-        dtrain::Model<double> md = name == "cnn" ? dtrain::zoo::singa_cnn<double>(1)
-                                                 : dtrain::zoo::mlp<double>({784, 512, 256, 10}, 1);
+        dtrain::Model<double> md = make_model<double>(name);
         std::copy(w0.begin(), w0.end(), md.parameters().begin());
+        std::copy(s0.begin(), s0.end(), md.state().begin());
         dtrain::Tensor<double> xd = dtrain::Tensor<double>::from_shape(x.shape()), gd;
         std::copy(x.begin(), x.end(), xd.begin());
         md.train();
         md.zero_grad();
-        dtrain::SoftmaxCrossEntropy<double>().compute(md.forward(xd), y, gd);
+        const dtrain::Tensor<double>& out64 = md.forward(xd);
+        double ld = 0, lo = 0;
+        for (std::size_t j = 0; j < nl; ++j) {
+            ld = std::max(ld, std::fabs(double(logits[j]) - out64.data()[j]));
+            lo = std::max(lo, std::fabs(double(train.logits()[j]) - out64.data()[j]));
+        }
+        std::printf("check %s logits max_abs_err vs float64: dtrain %.3g onednn %.3g\n", name.c_str(), ld,
+                    lo);
+        dtrain::SoftmaxCrossEntropy<double>().compute(out64, y, gd);
         md.backward(gd);
         const auto g64 = md.gradients();
-        for (std::size_t i = 0, off = 0; i < model.num_layers(); off += model.layer(i++).num_params()) {
-            const std::size_t k = model.layer(i).num_params();
-            if (k == 0) continue;
+        std::vector<ParamSlice> slices;
+        int blocks = 0;
+        for (std::size_t i = 0; i < model.num_layers(); ++i)
+            param_slices(model.layer(i), model.parameter_ranges()[i].offset, blocks, slices);
+        std::size_t width = 0;
+        for (const auto& sl : slices)
+            width = std::max(width, sl.name.size());
+        for (const auto& sl : slices) {
             double ed = 0, eo = 0, m = 0;
-            for (std::size_t j = off; j < off + k; ++j) {
+            for (std::size_t j = sl.offset; j < sl.offset + sl.size; ++j) {
                 ed = std::max(ed, std::fabs(double(g[j]) - g64[j]));
                 eo = std::max(eo, std::fabs(double(og[j]) - g64[j]));
                 m = std::max(m, std::fabs(g64[j]));
             }
             std::printf(
-                "check %s grad %-24s max_abs %.3g, max_abs_err vs float64: dtrain %.3g onednn %.3g "
+                "check %s grad %-*s max_abs %.3g, max_abs_err vs float64: dtrain %.3g onednn %.3g "
                 "(dtrain-onednn %.3g)\n",
-                name.c_str(), model.layer(i).name().c_str(), m, ed, eo,
-                max_abs_diff(g.data() + off, og.data() + off, k));
+                name.c_str(), int(width), sl.name.c_str(), m, ed, eo,
+                max_abs_diff(g.data() + sl.offset, og.data() + sl.offset, sl.size));
         }
         if (name == "cnn") {  // the inputs of the two MaxPool2d layers, from the same first-step weights
-            dtrain::Model<float> m0 = dtrain::zoo::singa_cnn<float>(1);
+            dtrain::Model<float> m0 = make_model<float>(name);
             std::copy(w0.begin(), w0.end(), m0.parameters().begin());
             dtrain::Tensor<float> a = x, b;
             std::printf("check %s max-pool windows with a near-tie (top two within 1e-5):", name.c_str());
@@ -615,11 +316,24 @@ struct Pair {
                 od[k].push_back(v / steps * 1e6);
         }
         auto med = [&](int l, bool b) { return od.count({l, b}) ? dtrain::bench::median(od[{l, b}]) : 0.0; };
-        double tf = 0, tb = 0;
+        double tf = 0, tb = 0, bf = 0, bb = 0;  // bf, bb: the residual block so far
+        bool in_block = false;                  // the layers of a block are named block/...
         for (int i = 0; i < int(train.num_layers()); ++i) {
-            std::printf("  onednn %d %-22s fwd_us %8.1f bwd_us %8.1f\n", i,
-                        train.layer_name(std::size_t(i)).c_str(), med(i, false), med(i, true));
+            const auto kind = train.spec(std::size_t(i)).kind;
+            if (kind == dtrain::bench::LayerSpec::Skip) {  // no operations of its own
+                bf = bb = 0;
+                in_block = true;
+                continue;
+            }
+            std::printf("  onednn %2d %-22s fwd_us %8.1f bwd_us %8.1f\n", i,
+                        ((in_block ? "block/" : "") + train.layer_name(std::size_t(i))).c_str(),
+                        med(i, false), med(i, true));
             tf += med(i, false), tb += med(i, true);
+            bf += med(i, false), bb += med(i, true);
+            if (kind == dtrain::bench::LayerSpec::Add) {
+                std::printf("  onednn    %-22s fwd_us %8.1f bwd_us %8.1f\n", "Residual block total", bf, bb);
+                in_block = false;
+            }
         }
         std::printf("  onednn loss_us %.1f sgd_us %.1f total fwd_us %.1f bwd_us %.1f\n", med(-1, true),
                     med(-2, true), tf, tb);
@@ -635,6 +349,9 @@ struct Pair {
         for (std::size_t i = layers; i-- > 0;)
             model.layer(i).backward(acts[i], acts[i + 1], grads[i + 1], grads[i], i > 0);
         tf = tb = 0;
+        int width = 22;
+        for (std::size_t i = 0; i < layers; ++i)
+            width = std::max(width, int(short_name(model.layer(i)).size()));
         for (std::size_t i = 0; i < layers; ++i) {
             auto& layer = model.layer(i);
             std::vector<double> f, b;
@@ -651,7 +368,8 @@ struct Pair {
             }
             const double mf = dtrain::bench::median(f), mb = dtrain::bench::median(b);
             tf += mf, tb += mb;
-            std::printf("  dtrain %zu %-22s fwd_us %8.1f bwd_us %8.1f\n", i, layer.name().c_str(), mf, mb);
+            std::printf("  dtrain %2zu %-*s fwd_us %8.1f bwd_us %8.1f\n", i, width, short_name(layer).c_str(),
+                        mf, mb);
         }
         std::printf("  dtrain total fwd_us %.1f bwd_us %.1f (loss and SGD not included)\n", tf, tb);
     }
@@ -668,7 +386,7 @@ double rate(F&& f, int steps, long batch) {
 
 [[noreturn]] void usage(const std::string& error) {
     std::fprintf(stderr,
-                 "bench_onednn: %s\nusage: bench_onednn [--models cnn,mlp] [--rounds R] [--steps N] "
+                 "bench_onednn: %s\nusage: bench_onednn [--models cnn,mlp,resnet9] [--rounds R] [--steps N] "
                  "[--fma-peak GFLOPS] [--no-layers]\n",
                  error.c_str());
     std::exit(2);
@@ -677,7 +395,7 @@ double rate(F&& f, int steps, long batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string> models{"cnn", "mlp"};
+    std::vector<std::string> models{"cnn", "mlp", "resnet9"};
     int rounds = 7, steps = 50;
     double peak = 0;
     bool layers = true;
@@ -698,7 +416,8 @@ int main(int argc, char** argv) {
             usage("unknown or incomplete argument '" + a + "'");
     }
     for (const auto& m : models)
-        if (m != "cnn" && m != "mlp") usage("--models takes cnn and mlp, got '" + m + "'");
+        if (m != "cnn" && m != "mlp" && m != "resnet9")
+            usage("--models takes cnn, mlp and resnet9, got '" + m + "'");
     if (rounds < 1 || steps < 1) usage("--rounds and --steps must be at least 1");
 
     // One thread on both sides: oneDNN's OpenMP runtime and dtrain's BLAS.
@@ -716,8 +435,10 @@ int main(int argc, char** argv) {
 
     std::vector<std::unique_ptr<Pair>> pairs;
     for (const auto& m : models) {
-        const auto so = m == "cnn" ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
-                                   : dtrain::SGDOptions().lr(0.01).momentum(0.9);
+        // benchmarks/train's settings (train_throughput.cpp)
+        const auto so = m == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
+                        : m == "mlp" ? dtrain::SGDOptions().lr(0.01).momentum(0.9)
+                                     : dtrain::SGDOptions().lr(0.01).momentum(0.9).weight_decay(1e-4);
         pairs.push_back(std::make_unique<Pair>(m, 64, so, eng, s));
         pairs.back()->check();
     }

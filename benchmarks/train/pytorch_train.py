@@ -4,7 +4,8 @@ optimizer step) and of inference (forward in eval mode, no autograd) with one th
 the 784-512-256-10 MLP at batch 64 and the Needle ResNet9 (the layers of dtrain::zoo::resnet9) at batch 128.
 
 Usage: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 pytorch_train.py [--models cnn,mlp,resnet9]
-           [--modes train,infer] [--steps N] [--reps R]
+           [--modes train,infer] [--steps N] [--reps R] [--batch B]
+--batch overrides every model's batch (as bench_train_throughput's --batch).
 Prints one line per model and mode: "pytorch <model> <mode> <median samples/s over R repetitions of N steps>",
 then "pytorch_peak_rss_mib <MiB>" of the process.
 """
@@ -86,6 +87,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--models", default="cnn,mlp,resnet9")
     ap.add_argument("--modes", default="train,infer")
+    ap.add_argument("--batch", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(1)
     for name in args.models.split(","):
@@ -103,6 +105,8 @@ def main():
         for mode in args.modes.split(","):
             if mode not in ("train", "infer"):
                 raise SystemExit(f"pytorch_train.py: unknown mode '{mode}' (known: train, infer)")
+            if args.batch > 0:
+                batch = args.batch
             r = bench(name, m, o, shape, args.steps, args.reps, batch, mode == "train")
             print(f"pytorch {name} {mode} {r:.1f}", flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
