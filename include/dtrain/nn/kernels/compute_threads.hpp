@@ -26,8 +26,7 @@ namespace dtrain {
 /// forward pass and the input gradient of a batch over this many threads where their algorithm's results do
 /// not depend on the rest of the batch (the native kernels), and Dense its weight gradient over output
 /// rows, so results do not depend on it; Conv2d's weight gradient runs on one thread beside the input
-/// gradient's parts. The oneDNN
-/// algorithms run on this many OpenMP threads instead.
+/// gradient's parts. The oneDNN algorithms run on this many OpenMP threads instead.
 /// Throws dtrain::Error naming the variable for another value.
 inline int& compute_threads() {
     static int threads = [] {
