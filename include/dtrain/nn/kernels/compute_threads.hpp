@@ -120,8 +120,8 @@ private:
         for (unsigned k = 1; !ready(); ++k)
             if (k % 64 == 0) {
                 if (std::chrono::steady_clock::now() > until) return;
-                std::this_thread::
-                    yield();  // to another thread of the process (communication, MPI) if one waits
+                // to another thread of the process (communication, MPI) if one waits for a core
+                std::this_thread::yield();
             }
     }
 
@@ -164,15 +164,14 @@ private:
     std::size_t next_ = 0, end_ = 0;
     bool stop_ = false;
     std::exception_ptr error_;
-    // What spinning threads read, each on a cache line of its own: a line shared with data another thread
-    // writes (in the pool or in a neighbouring static) slowed 2-thread steps by up to 1.7x.
+    // What spinning threads read, each on a cache line of its own, apart from what other threads write.
     alignas(64) std::atomic<std::size_t> pending_{0};
     alignas(64) std::atomic<std::size_t> generation_{0};
     std::atomic<std::size_t> active_{0};  // the workers taking part in the current run
 };
 
-/// The fewest output rows a thread takes of a weight gradient split over threads (Dense): below it the
-/// pool's hand-over costs more than the rows.
+/// The fewest output rows a thread takes of a weight gradient split over threads (Dense), so that each
+/// thread's share outweighs the pool's hand-over.
 constexpr std::size_t min_rows_per_thread = 16;
 
 /// The sample ranges [begin, end) of `parts` near-equal chunks of a batch of n (the first ones one larger).
