@@ -3,7 +3,7 @@
 #    every variable given, register no test and need none of the tests' packages) and its install into
 #    WORK_DIR/prefix;
 # 2. the consumer project's programs (dtrain::dtrain, dtrain::app and, installed only, dtrain::precompiled
-#    compiled in the consumer's build) configured with nothing but CMAKE_PREFIX_PATH, built and run with
+#    compiled in the consumer's build, with a precompiled header of <dtrain/dtrain.hpp>) configured with nothing but CMAKE_PREFIX_PATH, built and run with
 #    the mpiexec the package recorded, and the same consumer through add_subdirectory (which needs the MPI
 #    given, as documented).
 # 3. the consumer's BLAS choice (BLA_VENDOR Generic, Debian's reference libblas) is the BLAS it links

@@ -17,6 +17,7 @@
 #include <dtrain/core/launcher.hpp>
 #include <dtrain/core/mpi.hpp>
 #include <dtrain/core/node.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/watchdog.hpp>
 
 namespace dtrain {
@@ -129,62 +130,7 @@ public:
     /// Finalises MPI if this Environment initialised it; aborts the job instead while an exception is
     /// propagating through it, or when another rank does not leave within finalize_timeout() (see the class
     /// comment).
-    ~Environment() {
-        std::set_terminate(previous_handler_);
-        if (std::uncaught_exceptions() > uncaught_at_start_) {
-            detail::abort_job("an exception is propagating out of the scope of dtrain::Environment");
-        }
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        std::fflush(stdout);
-        std::fflush(stderr);
-        const std::string me = detail::concat("rank ", rank_, " (host ", host_, ")");
-        const std::string bound =
-            detail::concat("(finalize timeout ", finalize_timeout_, " s, DTRAIN_FINALIZE_TIMEOUT)");
-        bool all_left = false;
-        try {
-            if (owns_watchdog_) {
-                watchdog_.stop();
-                if (!finalized) {
-                    // Also bounds MPI_Abort below, should it hang.
-                    if (finalize_timeout_ > 0)
-                        exit_timer_.arm(finalize_timeout_ + 5.0,
-                                        me + " could not end the job after another rank did not leave it " +
-                                            bound + "; exiting with status 1",
-                                        1);
-                    const std::string late =
-                        watchdog_.leave(finalize_timeout_ > 0 ? finalize_timeout_ : 10.0, hosts_);
-                    if (!late.empty() && finalize_timeout_ > 0) detail::abort_job(late + " " + bound);
-                    all_left = late.empty();
-                }
-                watchdog_running() = false;
-            }
-            if (!finalized && control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
-            if (owns_ && !finalized) {
-                // Once every rank has left, MPI_Finalize has nothing left to wait for: a library that hangs
-                // there gets seconds, not the whole timeout, so a finished job ends with its result.
-                if (finalize_timeout_ > 0)
-                    exit_timer_.arm(
-                        all_left ? std::min(finalize_timeout_, detail::finalize_after_leave)
-                                 : finalize_timeout_,
-                        all_left ? me +
-                                       ": MPI_Finalize has not returned although every rank has finished its "
-                                       "work (the MPI library hangs in MPI_Finalize) " +
-                                       bound + "; exiting with status 0 without finalizing"
-                                 : me +
-                                       ": MPI_Finalize has not returned: another rank has not reached the "
-                                       "end (stopped, dead or computing) or the MPI library hangs in "
-                                       "MPI_Finalize " +
-                                       bound + "; exiting with status 1",
-                        all_left ? 0 : 1);
-                MPI_Finalize();
-            }
-        } catch (...) {  // the timer's thread could not start: finalize without a bound
-            if (!finalized && control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
-            if (owns_ && !finalized) MPI_Finalize();
-        }
-        exit_timer_.disarm();
-    }
+    ~Environment();
 
     /// This process's rank in MPI_COMM_WORLD.
     int rank() const noexcept { return rank_; }
@@ -210,80 +156,7 @@ public:
     MPI_Comm world() const noexcept { return MPI_COMM_WORLD; }
 
 private:
-    Environment(int* argc, char*** argv, int required) {
-        int initialized = 0, finalized = 0;
-        MPI_Initialized(&initialized);
-        MPI_Finalized(&finalized);
-        DTRAIN_CHECK(!finalized, "dtrain::Environment: MPI has already been finalized and cannot restart");
-        stall_timeout_ = detail::stall_timeout_from_environment();
-        finalize_timeout_ = detail::finalize_timeout_from_environment(stall_timeout_);
-        host_ = detail::host_name();
-        const detail::EnvironmentMap launch = detail::launcher_environment();
-        const std::string timed_out =
-            detail::concat(" (DTRAIN_STALL_TIMEOUT ", stall_timeout_, " s); exiting with status 1");
-        if (!initialized) {
-            const long launch_rank = detail::launch_info(launch).rank;
-            if (stall_timeout_ > 0)
-                exit_timer_.arm(
-                    stall_timeout_,
-                    detail::concat("rank ", launch_rank >= 0 ? std::to_string(launch_rank) : "?", " (host ",
-                                   host_, "): MPI_Init_thread has not returned after ", stall_timeout_,
-                                   " s: MPI could not start the job (a process did not start or "
-                                   "cannot reach the others)",
-                                   timed_out),
-                    1);
-            DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, required, &thread_level_));
-            exit_timer_.disarm();
-            owns_ = true;
-        } else {
-            DTRAIN_MPI_CHECK(MPI_Query_thread(&thread_level_));
-        }
-        // From here on a throw would skip the destructor: finalise what we started before rethrowing.
-        try {
-            DTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-            DTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-            const std::string wrong_launch =
-                detail::singleton_error(launch, size_, detail::mpi_library_name());
-            DTRAIN_CHECK(wrong_launch.empty(), wrong_launch);
-            if (stall_timeout_ > 0 && thread_level_ >= MPI_THREAD_MULTIPLE &&
-                !watchdog_running().exchange(true)) {
-                owns_watchdog_ = true;
-                // Collective over every rank before the watchdog can run: bounded by the timer instead.
-                exit_timer_.arm(
-                    stall_timeout_,
-                    detail::concat("rank ", rank_, " of ", size_, " (host ", host_,
-                                   "): dtrain::Environment's start-up has waited ", stall_timeout_,
-                                   " s in MPI_Comm_dup(MPI_COMM_WORLD) for the other ranks: a rank "
-                                   "did not reach its dtrain::Environment (stopped, dead or "
-                                   "computing)",
-                                   timed_out),
-                    1, detail::ExitBy::MpiAbort);
-                DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
-                exit_timer_.disarm();
-                watchdog_.start(control_, stall_timeout_);
-            }
-            {
-                const OperationScope scope("dtrain::Environment start-up", MPI_COMM_WORLD);
-                const detail::CommHandle local = detail::node_comm(MPI_COMM_WORLD);
-                local_rank_ = local.rank();
-                local_size_ = local.size();
-                if (owns_watchdog_) {
-                    hosts_ = detail::gather_host_names(MPI_COMM_WORLD);
-                    watchdog_.set_hosts(hosts_);
-                }
-            }
-        } catch (...) {
-            exit_timer_.disarm();
-            watchdog_.stop();
-            if (owns_watchdog_) watchdog_running() = false;
-            if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
-            if (owns_) MPI_Finalize();
-            throw;
-        }
-        detail::install_crash_report(rank_, size_, host_);
-        uncaught_at_start_ = std::uncaught_exceptions();
-        previous_handler_ = std::set_terminate(&detail::terminate_handler);
-    }
+    Environment(int* argc, char*** argv, int required);
 
     // True while some Environment of this process runs the watchdog (a nested Environment starts none).
     static std::atomic<bool>& watchdog_running() {
@@ -305,5 +178,138 @@ private:
     Watchdog watchdog_;
     std::terminate_handler previous_handler_ = nullptr;
 };
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE Environment::Environment(int* argc, char*** argv, int required) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    DTRAIN_CHECK(!finalized, "dtrain::Environment: MPI has already been finalized and cannot restart");
+    stall_timeout_ = detail::stall_timeout_from_environment();
+    finalize_timeout_ = detail::finalize_timeout_from_environment(stall_timeout_);
+    host_ = detail::host_name();
+    const detail::EnvironmentMap launch = detail::launcher_environment();
+    const std::string timed_out =
+        detail::concat(" (DTRAIN_STALL_TIMEOUT ", stall_timeout_, " s); exiting with status 1");
+    if (!initialized) {
+        const long launch_rank = detail::launch_info(launch).rank;
+        if (stall_timeout_ > 0)
+            exit_timer_.arm(
+                stall_timeout_,
+                detail::concat("rank ", launch_rank >= 0 ? std::to_string(launch_rank) : "?", " (host ",
+                               host_, "): MPI_Init_thread has not returned after ", stall_timeout_,
+                               " s: MPI could not start the job (a process did not start or "
+                               "cannot reach the others)",
+                               timed_out),
+                1);
+        DTRAIN_MPI_CHECK(MPI_Init_thread(argc, argv, required, &thread_level_));
+        exit_timer_.disarm();
+        owns_ = true;
+    } else {
+        DTRAIN_MPI_CHECK(MPI_Query_thread(&thread_level_));
+    }
+    // From here on a throw would skip the destructor: finalise what we started before rethrowing.
+    try {
+        DTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+        DTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+        const std::string wrong_launch = detail::singleton_error(launch, size_, detail::mpi_library_name());
+        DTRAIN_CHECK(wrong_launch.empty(), wrong_launch);
+        if (stall_timeout_ > 0 && thread_level_ >= MPI_THREAD_MULTIPLE &&
+            !watchdog_running().exchange(true)) {
+            owns_watchdog_ = true;
+            // Collective over every rank before the watchdog can run: bounded by the timer instead.
+            exit_timer_.arm(stall_timeout_,
+                            detail::concat("rank ", rank_, " of ", size_, " (host ", host_,
+                                           "): dtrain::Environment's start-up has waited ", stall_timeout_,
+                                           " s in MPI_Comm_dup(MPI_COMM_WORLD) for the other ranks: a rank "
+                                           "did not reach its dtrain::Environment (stopped, dead or "
+                                           "computing)",
+                                           timed_out),
+                            1, detail::ExitBy::MpiAbort);
+            DTRAIN_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &control_));
+            exit_timer_.disarm();
+            watchdog_.start(control_, stall_timeout_);
+        }
+        {
+            const OperationScope scope("dtrain::Environment start-up", MPI_COMM_WORLD);
+            const detail::CommHandle local = detail::node_comm(MPI_COMM_WORLD);
+            local_rank_ = local.rank();
+            local_size_ = local.size();
+            if (owns_watchdog_) {
+                hosts_ = detail::gather_host_names(MPI_COMM_WORLD);
+                watchdog_.set_hosts(hosts_);
+            }
+        }
+    } catch (...) {
+        exit_timer_.disarm();
+        watchdog_.stop();
+        if (owns_watchdog_) watchdog_running() = false;
+        if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+        if (owns_) MPI_Finalize();
+        throw;
+    }
+    detail::install_crash_report(rank_, size_, host_);
+    uncaught_at_start_ = std::uncaught_exceptions();
+    previous_handler_ = std::set_terminate(&detail::terminate_handler);
+}
+
+DTRAIN_INLINE Environment::~Environment() {
+    std::set_terminate(previous_handler_);
+    if (std::uncaught_exceptions() > uncaught_at_start_) {
+        detail::abort_job("an exception is propagating out of the scope of dtrain::Environment");
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const std::string me = detail::concat("rank ", rank_, " (host ", host_, ")");
+    const std::string bound =
+        detail::concat("(finalize timeout ", finalize_timeout_, " s, DTRAIN_FINALIZE_TIMEOUT)");
+    bool all_left = false;
+    try {
+        if (owns_watchdog_) {
+            watchdog_.stop();
+            if (!finalized) {
+                // Also bounds MPI_Abort below, should it hang.
+                if (finalize_timeout_ > 0)
+                    exit_timer_.arm(finalize_timeout_ + 5.0,
+                                    me + " could not end the job after another rank did not leave it " +
+                                        bound + "; exiting with status 1",
+                                    1);
+                const std::string late =
+                    watchdog_.leave(finalize_timeout_ > 0 ? finalize_timeout_ : 10.0, hosts_);
+                if (!late.empty() && finalize_timeout_ > 0) detail::abort_job(late + " " + bound);
+                all_left = late.empty();
+            }
+            watchdog_running() = false;
+        }
+        if (!finalized && control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+        if (owns_ && !finalized) {
+            // Once every rank has left, MPI_Finalize has nothing left to wait for: a library that hangs
+            // there gets seconds, not the whole timeout, so a finished job ends with its result.
+            if (finalize_timeout_ > 0)
+                exit_timer_.arm(
+                    all_left ? std::min(finalize_timeout_, detail::finalize_after_leave) : finalize_timeout_,
+                    all_left ? me +
+                                   ": MPI_Finalize has not returned although every rank has finished its "
+                                   "work (the MPI library hangs in MPI_Finalize) " +
+                                   bound + "; exiting with status 0 without finalizing"
+                             : me +
+                                   ": MPI_Finalize has not returned: another rank has not reached the "
+                                   "end (stopped, dead or computing) or the MPI library hangs in "
+                                   "MPI_Finalize " +
+                                   bound + "; exiting with status 1",
+                    all_left ? 0 : 1);
+            MPI_Finalize();
+        }
+    } catch (...) {  // the timer's thread could not start: finalize without a bound
+        if (!finalized && control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+        if (owns_ && !finalized) MPI_Finalize();
+    }
+    exit_timer_.disarm();
+}
+
+#endif
 
 }  // namespace dtrain

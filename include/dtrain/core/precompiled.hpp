@@ -24,3 +24,25 @@
 /// Header-only: nothing.
 #define DTRAIN_PRECOMPILED_INSTANCE(...)
 #endif
+
+/// The non-template functions a program calls directly (Environment's constructor and destructor,
+/// read_csv, the DataLoader's members, ...) are declared DTRAIN_INLINE and defined in their header under
+/// `#if DTRAIN_HEADER_DEFINITIONS`. Header-only, they are inline functions compiled in every translation
+/// unit that calls them, together with everything they call (the watchdog, the CSV parser, ...). With
+/// DTRAIN_PRECOMPILED the program sees only their declarations and links the one definition compiled in
+/// dtrain::precompiled.
+#if defined(DTRAIN_PRECOMPILED)
+/// With dtrain::precompiled: nothing, the function is defined once in the library.
+#define DTRAIN_INLINE
+#else
+/// Header-only: `inline`.
+#define DTRAIN_INLINE inline
+#endif
+
+#if !defined(DTRAIN_PRECOMPILED) || defined(DTRAIN_PRECOMPILED_DEFINE)
+/// 1: the headers define their DTRAIN_INLINE functions (header-only, and in dtrain::precompiled itself).
+#define DTRAIN_HEADER_DEFINITIONS 1
+#else
+/// 0: a program linking dtrain::precompiled sees the declarations only.
+#define DTRAIN_HEADER_DEFINITIONS 0
+#endif

@@ -11,6 +11,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/file_io.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/byte_source.hpp>
@@ -63,7 +64,16 @@ inline std::vector<unsigned char> read_cifar10_file(const std::string& path, con
 /// dtrain::Error naming the file when one is missing, unreadable, empty, not a whole number of records
 /// (truncated; a raw file's size is checked before it is read), holds a label above 9, or when memory
 /// runs out.
-inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
+DTRAIN_INLINE Dataset read_cifar10_batches(const std::vector<std::string>& files);
+
+/// Loads the CIFAR-10 `split` from the binary-version directory `dir` (cifar-10-batches-bin): train reads
+/// data_batch_1.bin ... data_batch_5.bin (50000 images), test reads test_batch.bin (10000). Throws naming
+/// the directory or file that is missing.
+DTRAIN_INLINE Dataset load_cifar10(const std::string& dir, Split split);
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE Dataset read_cifar10_batches(const std::vector<std::string>& files) {
     const char* who = "dtrain::read_cifar10";
     DTRAIN_CHECK(!files.empty(), who, ": no batch files given");
     std::vector<std::vector<unsigned char>> contents;
@@ -111,10 +121,7 @@ inline Dataset read_cifar10_batches(const std::vector<std::string>& files) {
     return d;
 }
 
-/// Loads the CIFAR-10 `split` from the binary-version directory `dir` (cifar-10-batches-bin): train reads
-/// data_batch_1.bin ... data_batch_5.bin (50000 images), test reads test_batch.bin (10000). Throws naming
-/// the directory or file that is missing.
-inline Dataset load_cifar10(const std::string& dir, Split split) {
+DTRAIN_INLINE Dataset load_cifar10(const std::string& dir, Split split) {
     namespace fs = std::filesystem;
     std::error_code ec;
     DTRAIN_CHECK(fs::is_directory(dir, ec), "dtrain::load_cifar10: directory '", dir, "' does not exist");
@@ -128,5 +135,7 @@ inline Dataset load_cifar10(const std::string& dir, Split split) {
     d.source = dir;
     return d;
 }
+
+#endif
 
 }  // namespace dtrain

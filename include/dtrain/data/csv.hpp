@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/csv_options.hpp>
 #include <dtrain/data/dataset.hpp>
@@ -220,13 +221,7 @@ Dataset csv_out_of_memory_is_error(const std::string& path, Read&& read) {
 /// holding floats, contradicting options, and an sklearn header that disagrees with the data or declares
 /// more features than the file has bytes for, a label of max_classes or more, more than max_classes distinct
 /// labels, and (as read_csv()) text beyond options.max_text_bytes or too little memory for the result.
-inline Dataset parse_csv(const std::string& text, const std::string& path, const CsvOptions& opt = {}) {
-    return detail::csv_out_of_memory_is_error(path, [&] {
-        detail::ByteSource src(text, path, "dtrain::read_csv", opt.max_text_bytes,
-                               "CsvOptions::max_text_bytes");
-        return detail::csv_read(src, path, opt);
-    });
-}
+DTRAIN_INLINE Dataset parse_csv(const std::string& text, const std::string& path, const CsvOptions& opt = {});
 
 /// Reads the CSV file `path` (gzip-compressed or plain text) as described at parse_csv(), streaming: the
 /// file is read and decompressed in pieces and parsed one line at a time, so the memory used is about twice
@@ -236,12 +231,7 @@ inline Dataset parse_csv(const std::string& text, const std::string& path, const
 /// labels) and a Kaggle-style Iris CSV with a header and string species (the repository's data/iris.csv)
 /// with the default options. Throws dtrain::Error naming the file when it is missing or unreadable, and
 /// when memory runs out.
-inline Dataset read_csv(const std::string& path, const CsvOptions& opt = {}) {
-    return detail::csv_out_of_memory_is_error(path, [&] {
-        detail::ByteSource src(path, "dtrain::read_csv", opt.max_text_bytes, "CsvOptions::max_text_bytes");
-        return detail::csv_read(src, path, opt);
-    });
-}
+DTRAIN_INLINE Dataset read_csv(const std::string& path, const CsvOptions& opt = {});
 
 /// Reads the features of the CSV file `path` only, for a file to predict on that has no label or target
 /// column: read_csv() with options.features_only set (every column not in options.drop_columns is a
@@ -251,5 +241,24 @@ inline Dataset read_csv_features(const std::string& path, CsvOptions opt = {}) {
     opt.features_only = true;
     return read_csv(path, opt);
 }
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE Dataset parse_csv(const std::string& text, const std::string& path, const CsvOptions& opt) {
+    return detail::csv_out_of_memory_is_error(path, [&] {
+        detail::ByteSource src(text, path, "dtrain::read_csv", opt.max_text_bytes,
+                               "CsvOptions::max_text_bytes");
+        return detail::csv_read(src, path, opt);
+    });
+}
+
+DTRAIN_INLINE Dataset read_csv(const std::string& path, const CsvOptions& opt) {
+    return detail::csv_out_of_memory_is_error(path, [&] {
+        detail::ByteSource src(path, "dtrain::read_csv", opt.max_text_bytes, "CsvOptions::max_text_bytes");
+        return detail::csv_read(src, path, opt);
+    });
+}
+
+#endif
 
 }  // namespace dtrain

@@ -15,6 +15,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/file_io.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/byte_source.hpp>
@@ -177,62 +178,17 @@ void read_idx(const std::string& path, std::size_t ndims, const char* who, const
 /// truncated, has bytes after the data, or needs more memory than there is. The header is checked before
 /// any data is read (and, for a raw file, the file's size against it); the data is converted as it is
 /// read, so only the result is held.
-inline Tensor<float> read_idx_images(const std::string& path) {
-    Tensor<float> x;
-    detail::read_idx(path, 3, "dtrain::read_idx_images", "images", [&](const auto& dims, auto&& read) {
-        x = Tensor<float>::from_shape({dims[0], 1, dims[1], dims[2]});
-        const auto& table = detail::byte_to_unit();
-        unsigned char buf[1 << 14];
-        float* dst = x.data();
-        for (std::size_t left = x.size(); left > 0;) {
-            const std::size_t k = std::min(left, sizeof buf);
-            read(buf, k);
-            for (std::size_t i = 0; i < k; ++i)
-                dst[i] = table[buf[i]];
-            dst += k;
-            left -= k;
-        }
-    });
-    return x;
-}
+DTRAIN_INLINE Tensor<float> read_idx_images(const std::string& path);
 
 /// Reads an IDX1 labels file (magic 0x00000801, N, then N unsigned bytes), gzip-compressed or raw. When
 /// `num_classes` > 0 every label must be below it. Throws dtrain::Error naming the file on any defect, and
 /// when memory runs out; checks as read_idx_images().
-inline Labels read_idx_labels(const std::string& path, std::size_t num_classes = 0) {
-    const char* who = "dtrain::read_idx_labels";
-    Labels y;
-    detail::read_idx(path, 1, who, "labels", [&](const auto& dims, auto&& read) {
-        y = Labels::from_shape({dims[0]});
-        unsigned char buf[1 << 14];
-        for (std::size_t i = 0; i < dims[0];) {
-            const std::size_t k = std::min(dims[0] - i, sizeof buf);
-            read(buf, k);
-            for (std::size_t j = 0; j < k; ++j, ++i) {
-                const unsigned v = buf[j];
-                DTRAIN_CHECK(num_classes == 0 || v < num_classes, who, ": '", path, "' has label ", v,
-                             " at index ", i, ", outside [0, ", num_classes, ")");
-                y(i) = static_cast<std::int32_t>(v);
-            }
-        }
-    });
-    return y;
-}
+DTRAIN_INLINE Labels read_idx_labels(const std::string& path, std::size_t num_classes = 0);
 
 /// Loads an IDX images file and its labels file as one data set, checking that they hold the same number of
 /// samples. When `class_names` is given every label must be below its size.
-inline Dataset load_idx(const std::string& images_path, const std::string& labels_path,
-                        std::vector<std::string> class_names = {}) {
-    Dataset d;
-    d.features = read_idx_images(images_path);
-    d.labels = read_idx_labels(labels_path, class_names.size());
-    DTRAIN_CHECK(d.features.shape()[0] == d.labels.size(), "dtrain::load_idx: labels file '", labels_path,
-                 "' has ", d.labels.size(), " labels but images file '", images_path, "' has ",
-                 d.features.shape()[0], " images");
-    d.class_names = std::move(class_names);
-    d.source = images_path;
-    return d;
-}
+DTRAIN_INLINE Dataset load_idx(const std::string& images_path, const std::string& labels_path,
+                               std::vector<std::string> class_names = {});
 
 /// The ten Fashion-MNIST class names, in label order.
 inline std::vector<std::string> fashion_mnist_class_names() {
@@ -269,14 +225,74 @@ inline Dataset load_mnist_like(const std::string& dir, Split split, std::vector<
 /// Loads the Fashion-MNIST `split` (60000 train or 10000 test images, [N, 1, 28, 28] in [0, 1], labels 0..9
 /// with class names) from `dir` (default: default_fashion_mnist_dir()). Each file is taken as <name>.gz, or
 /// raw <name> when no .gz exists.
-inline Dataset load_fashion_mnist(Split split, const std::string& dir = default_fashion_mnist_dir()) {
+DTRAIN_INLINE Dataset load_fashion_mnist(Split split, const std::string& dir = default_fashion_mnist_dir());
+
+/// Loads the MNIST `split` from `dir` (same file names and layout as Fashion-MNIST; classes "0".."9").
+DTRAIN_INLINE Dataset load_mnist(Split split, const std::string& dir);
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE Tensor<float> read_idx_images(const std::string& path) {
+    Tensor<float> x;
+    detail::read_idx(path, 3, "dtrain::read_idx_images", "images", [&](const auto& dims, auto&& read) {
+        x = Tensor<float>::from_shape({dims[0], 1, dims[1], dims[2]});
+        const auto& table = detail::byte_to_unit();
+        unsigned char buf[1 << 14];
+        float* dst = x.data();
+        for (std::size_t left = x.size(); left > 0;) {
+            const std::size_t k = std::min(left, sizeof buf);
+            read(buf, k);
+            for (std::size_t i = 0; i < k; ++i)
+                dst[i] = table[buf[i]];
+            dst += k;
+            left -= k;
+        }
+    });
+    return x;
+}
+
+DTRAIN_INLINE Labels read_idx_labels(const std::string& path, std::size_t num_classes) {
+    const char* who = "dtrain::read_idx_labels";
+    Labels y;
+    detail::read_idx(path, 1, who, "labels", [&](const auto& dims, auto&& read) {
+        y = Labels::from_shape({dims[0]});
+        unsigned char buf[1 << 14];
+        for (std::size_t i = 0; i < dims[0];) {
+            const std::size_t k = std::min(dims[0] - i, sizeof buf);
+            read(buf, k);
+            for (std::size_t j = 0; j < k; ++j, ++i) {
+                const unsigned v = buf[j];
+                DTRAIN_CHECK(num_classes == 0 || v < num_classes, who, ": '", path, "' has label ", v,
+                             " at index ", i, ", outside [0, ", num_classes, ")");
+                y(i) = static_cast<std::int32_t>(v);
+            }
+        }
+    });
+    return y;
+}
+
+DTRAIN_INLINE Dataset load_idx(const std::string& images_path, const std::string& labels_path,
+                               std::vector<std::string> class_names) {
+    Dataset d;
+    d.features = read_idx_images(images_path);
+    d.labels = read_idx_labels(labels_path, class_names.size());
+    DTRAIN_CHECK(d.features.shape()[0] == d.labels.size(), "dtrain::load_idx: labels file '", labels_path,
+                 "' has ", d.labels.size(), " labels but images file '", images_path, "' has ",
+                 d.features.shape()[0], " images");
+    d.class_names = std::move(class_names);
+    d.source = images_path;
+    return d;
+}
+
+DTRAIN_INLINE Dataset load_fashion_mnist(Split split, const std::string& dir) {
     return detail::load_mnist_like(dir, split, fashion_mnist_class_names(), "dtrain::load_fashion_mnist");
 }
 
-/// Loads the MNIST `split` from `dir` (same file names and layout as Fashion-MNIST; classes "0".."9").
-inline Dataset load_mnist(Split split, const std::string& dir) {
+DTRAIN_INLINE Dataset load_mnist(Split split, const std::string& dir) {
     return detail::load_mnist_like(dir, split, {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"},
                                    "dtrain::load_mnist");
 }
+
+#endif
 
 }  // namespace dtrain

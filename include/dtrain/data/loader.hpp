@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/augment.hpp>
@@ -37,12 +38,7 @@ struct DatasetView {
     Shape sample_shape;
 
     /// Views a data set: its labels, or its targets when it holds float targets.
-    DatasetView(const Dataset& d)  // NOLINT: implicit on purpose, DataLoader(dataset, ...)
-        : DatasetView(d.has_targets() ? DatasetView(d.features, d.targets)
-                                      : DatasetView(d.features, d.labels)) {
-        DTRAIN_CHECK(d.labels.size() == 0 || !d.has_targets(), "dtrain::DatasetView: '", d.source,
-                     "' holds both class labels and float targets; a data set must hold one kind");
-    }
+    DatasetView(const Dataset& d);  // NOLINT: implicit on purpose, DataLoader(dataset, ...)
     /// Views batch-first `x` ({N, sample...}, rank >= 2) and labels `y` (N of them).
     DatasetView(const Tensor<float>& x, const Labels& y) : DatasetView(x, y.size(), "labels") {
         labels = y.data();
@@ -67,17 +63,7 @@ struct DatasetView {
 
 private:
     /// The features part: checks `x` against `n` labels or targets (`what`).
-    DatasetView(const Tensor<float>& x, std::size_t n, const char* what) {
-        DTRAIN_CHECK(x.dimension() >= 2,
-                     "dtrain::DatasetView: features must be batch-first with rank >= 2, got ",
-                     detail::shape_str(x.shape()));
-        DTRAIN_CHECK(x.shape()[0] == n, "dtrain::DatasetView: features have ", x.shape()[0],
-                     " samples but there are ", n, " ", what);
-        detail::checked_trailing_size(x.shape(), 1, "dtrain::DatasetView: features");
-        features = x.data();
-        size = n;
-        sample_shape.assign(x.shape().begin() + 1, x.shape().end());
-    }
+    DatasetView(const Tensor<float>& x, std::size_t n, const char* what);
     /// The number of rows of targets `y`, which must have shape {N} or {N, k}.
     static std::size_t target_rows(const Tensor<float>& y) {
         DTRAIN_CHECK(y.dimension() == 1 || y.dimension() == 2,
@@ -123,12 +109,7 @@ struct LoaderOptions {
 class DataLoader {
 public:
     /// A loader over every sample of `data` (0..N-1).
-    DataLoader(DatasetView data, LoaderOptions opt) : data_(std::move(data)), opt_(opt) {
-        base_.resize(data_.size);
-        for (std::size_t i = 0; i < base_.size(); ++i)
-            base_[i] = i;
-        init();
-    }
+    DataLoader(DatasetView data, LoaderOptions opt);
     /// A loader over the samples of `data` at `indices` (e.g. a validation subset); throws when an index is
     /// out of range or the list is empty.
     DataLoader(DatasetView data, std::vector<std::size_t> indices, LoaderOptions opt)
@@ -149,67 +130,17 @@ public:
 
     /// Starts epoch `epoch`: computes its order (reproducible from seed and epoch) and rewinds to the first
     /// batch. Does not allocate after the first call.
-    void start_epoch(std::uint64_t epoch) {
-        epoch_ = epoch;
-        if (sampler_) {
-            sampler_->indices(epoch, order_);
-        } else {
-            order_.assign(base_.begin(), base_.end());
-            if (opt_.shuffle) {
-                Rng rng(detail::epoch_seed(opt_.seed, epoch));
-                dtrain::shuffle(order_.begin(), order_.end(), rng);
-            }
-        }
-        aug_rng_.reseed(detail::epoch_seed(opt_.augment.seed, epoch, 0xa06u + stream_));
-        pos_ = 0;
-        batch_ = 0;
-    }
+    void start_epoch(std::uint64_t epoch);
 
     /// Fills features() and labels() (or targets()) with the next batch of the epoch; false when the epoch
     /// is over.
-    bool next() {
-        const std::size_t left = order_.size() - pos_;
-        if (left == 0 || (opt_.drop_last && left < opt_.batch_size)) return false;
-        const std::size_t b = std::min(left, opt_.batch_size);
-        tail_ = b < opt_.batch_size;
-        Tensor<float>& x = tail_ ? x_tail_ : x_full_;
-        Labels& y = tail_ ? y_tail_ : y_full_;
-        Tensor<float>& t = tail_ ? t_tail_ : t_full_;
-        if (tail_ && rows(x) != b)
-            allocate_batch(x, y, t, b);  // only when the tail size changes (never in steady state)
-        const std::size_t tc = data_.target_columns;
-        const std::size_t m = data_.sample_size();
-        const bool aug = opt_.augment.enabled();
-        const std::size_t c = aug ? data_.sample_shape[0] : 0, h = aug ? data_.sample_shape[1] : 0,
-                          w = aug ? data_.sample_shape[2] : 0;
-        for (std::size_t k = 0; k < b; ++k) {
-            const std::size_t i = order_[pos_ + k];
-            const float* src = data_.features + i * m;
-            if (aug)
-                augment_image(src, x.data() + k * m, c, h, w, opt_.augment, aug_rng_);
-            else
-                std::memcpy(x.data() + k * m, src, m * sizeof(float));
-            if (data_.targets)
-                std::memcpy(t.data() + k * tc, data_.targets + i * tc, tc * sizeof(float));
-            else
-                y(k) = data_.labels[i];
-        }
-        pos_ += b;
-        ++batch_;
-        return true;
-    }
+    bool next();
 
     /// Starts epoch `epoch` and moves past its first `batches` batches exactly as that many next() calls
     /// would (same order, same augmentation draws), so that the following next() yields the batch an
     /// uninterrupted run sees there: how a run resumed from a checkpoint continues mid-epoch. Costs what
     /// those next() calls cost. Throws dtrain::Error when `batches` exceeds batches_per_epoch().
-    void seek(std::uint64_t epoch, std::size_t batches) {
-        start_epoch(epoch);
-        DTRAIN_CHECK(batches <= batches_per_epoch(), "DataLoader::seek: batch ", batches,
-                     " is past the end of epoch ", epoch, ", which has ", batches_per_epoch(), " batches");
-        for (std::size_t i = 0; i < batches; ++i)
-            next();
-    }
+    void seek(std::uint64_t epoch, std::size_t batches);
 
     /// Starts epoch `epoch` after its first `samples` samples, which `ranks` ranks trained on in whole steps
     /// of the epoch's global order: how a run resumed from a checkpoint continues mid-epoch, also at another
@@ -221,22 +152,7 @@ public:
     /// epoch's seed. Throws dtrain::Error when the loader has no DistributedSampler and `ranks` is not 1 or
     /// `samples` not a whole number of batches, when its sampler's layout is Contiguous, or when `samples`
     /// exceeds the epoch.
-    void seek_samples(std::uint64_t epoch, std::uint64_t samples, int ranks) {
-        const std::size_t here = sampler_ ? std::size_t(sampler_->size()) : 1;
-        const std::uint64_t per_step = std::uint64_t(opt_.batch_size) * here;
-        if (std::size_t(ranks) == here && samples % per_step == 0) {
-            seek(epoch, std::size_t(samples / per_step));
-            return;
-        }
-        DTRAIN_CHECK(sampler_,
-                     "DataLoader::seek_samples: a loader without a DistributedSampler continues only "
-                     "what 1 rank trained on in whole batches of ",
-                     opt_.batch_size, ", got ", samples, " samples of ", ranks, " rank(s)");
-        DTRAIN_CHECK(samples <= sampler_->dataset_size(), "DataLoader::seek_samples: ", samples,
-                     " samples are past the end of epoch ", epoch, ", which has ", sampler_->dataset_size());
-        start_epoch(epoch);
-        sampler_->indices_after(epoch, std::size_t(samples), order_);
-    }
+    void seek_samples(std::uint64_t epoch, std::uint64_t samples, int ranks);
 
     /// Features of the current batch, shape {batch, sample...}.
     const Tensor<float>& features() const { return tail_ ? x_tail_ : x_full_; }
@@ -279,38 +195,10 @@ public:
     const LoaderOptions& options() const { return opt_; }
 
 private:
-    void init() {
-        DTRAIN_CHECK(opt_.batch_size > 0, "DataLoader: batch size must be > 0");
-        DTRAIN_CHECK(data_.size > 0 && data_.sample_size() > 0, "DataLoader: the data set is empty (",
-                     data_.size, " samples of shape ", detail::shape_str(data_.sample_shape), ")");
-        if (opt_.augment.enabled())
-            DTRAIN_CHECK(data_.sample_shape.size() == 3,
-                         "DataLoader: augmentation needs image samples [C, H, W], "
-                         "got samples of shape ",
-                         detail::shape_str(data_.sample_shape));
-        if (sampler_) stream_ = static_cast<std::uint64_t>(sampler_->rank()) + 1;
-        const std::size_t n = sampler_ ? sampler_->num_samples() : base_.size();
-        DTRAIN_CHECK(n > 0, "DataLoader: the index list is empty");
-        DTRAIN_CHECK(!opt_.drop_last || n >= opt_.batch_size, "DataLoader: batch size ", opt_.batch_size,
-                     " with drop_last exceeds the ", n, " samples per epoch, so no batch would be yielded");
-        order_.reserve(n);
-        // Buffers of at most n rows: a batch size beyond the epoch (up to SIZE_MAX) yields one partial batch.
-        if (opt_.batch_size <= n) allocate_batch(x_full_, y_full_, t_full_, opt_.batch_size);
-        const std::size_t rest = n % opt_.batch_size;
-        if (rest > 0 && !opt_.drop_last) allocate_batch(x_tail_, y_tail_, t_tail_, rest);
-        start_epoch(0);
-    }
+    void init();
 
     /// Sizes `x` and, by the kind of the data set, `y` or `t` for batches of `n` samples.
-    void allocate_batch(Tensor<float>& x, Labels& y, Tensor<float>& t, std::size_t n) const {
-        const Shape shape = batch_shape(n, data_.sample_shape);
-        detail::checked_shape_size(shape, "DataLoader: batches of ", n, " samples");
-        x = Tensor<float>::from_shape(shape);
-        if (data_.targets)
-            t = Tensor<float>::from_shape({n, data_.target_columns});
-        else
-            y = Labels::from_shape({n});
-    }
+    void allocate_batch(Tensor<float>& x, Labels& y, Tensor<float>& t, std::size_t n) const;
     /// The batch size of `x` (0 before any allocation).
     static std::size_t rows(const Tensor<float>& x) { return x.dimension() == 0 ? 0 : x.shape()[0]; }
 
@@ -325,5 +213,140 @@ private:
     Labels y_full_, y_tail_;
     Rng aug_rng_;
 };
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE DatasetView::DatasetView(const Dataset& d)
+    : DatasetView(d.has_targets() ? DatasetView(d.features, d.targets) : DatasetView(d.features, d.labels)) {
+    DTRAIN_CHECK(d.labels.size() == 0 || !d.has_targets(), "dtrain::DatasetView: '", d.source,
+                 "' holds both class labels and float targets; a data set must hold one kind");
+}
+
+DTRAIN_INLINE DataLoader::DataLoader(DatasetView data, LoaderOptions opt)
+    : data_(std::move(data)), opt_(opt) {
+    base_.resize(data_.size);
+    for (std::size_t i = 0; i < base_.size(); ++i)
+        base_[i] = i;
+    init();
+}
+
+DTRAIN_INLINE void DataLoader::start_epoch(std::uint64_t epoch) {
+    epoch_ = epoch;
+    if (sampler_) {
+        sampler_->indices(epoch, order_);
+    } else {
+        order_.assign(base_.begin(), base_.end());
+        if (opt_.shuffle) {
+            Rng rng(detail::epoch_seed(opt_.seed, epoch));
+            dtrain::shuffle(order_.begin(), order_.end(), rng);
+        }
+    }
+    aug_rng_.reseed(detail::epoch_seed(opt_.augment.seed, epoch, 0xa06u + stream_));
+    pos_ = 0;
+    batch_ = 0;
+}
+
+DTRAIN_INLINE bool DataLoader::next() {
+    const std::size_t left = order_.size() - pos_;
+    if (left == 0 || (opt_.drop_last && left < opt_.batch_size)) return false;
+    const std::size_t b = std::min(left, opt_.batch_size);
+    tail_ = b < opt_.batch_size;
+    Tensor<float>& x = tail_ ? x_tail_ : x_full_;
+    Labels& y = tail_ ? y_tail_ : y_full_;
+    Tensor<float>& t = tail_ ? t_tail_ : t_full_;
+    if (tail_ && rows(x) != b)
+        allocate_batch(x, y, t, b);  // only when the tail size changes (never in steady state)
+    const std::size_t tc = data_.target_columns;
+    const std::size_t m = data_.sample_size();
+    const bool aug = opt_.augment.enabled();
+    const std::size_t c = aug ? data_.sample_shape[0] : 0, h = aug ? data_.sample_shape[1] : 0,
+                      w = aug ? data_.sample_shape[2] : 0;
+    for (std::size_t k = 0; k < b; ++k) {
+        const std::size_t i = order_[pos_ + k];
+        const float* src = data_.features + i * m;
+        if (aug)
+            augment_image(src, x.data() + k * m, c, h, w, opt_.augment, aug_rng_);
+        else
+            std::memcpy(x.data() + k * m, src, m * sizeof(float));
+        if (data_.targets)
+            std::memcpy(t.data() + k * tc, data_.targets + i * tc, tc * sizeof(float));
+        else
+            y(k) = data_.labels[i];
+    }
+    pos_ += b;
+    ++batch_;
+    return true;
+}
+
+DTRAIN_INLINE void DataLoader::seek(std::uint64_t epoch, std::size_t batches) {
+    start_epoch(epoch);
+    DTRAIN_CHECK(batches <= batches_per_epoch(), "DataLoader::seek: batch ", batches,
+                 " is past the end of epoch ", epoch, ", which has ", batches_per_epoch(), " batches");
+    for (std::size_t i = 0; i < batches; ++i)
+        next();
+}
+
+DTRAIN_INLINE void DataLoader::seek_samples(std::uint64_t epoch, std::uint64_t samples, int ranks) {
+    const std::size_t here = sampler_ ? std::size_t(sampler_->size()) : 1;
+    const std::uint64_t per_step = std::uint64_t(opt_.batch_size) * here;
+    if (std::size_t(ranks) == here && samples % per_step == 0) {
+        seek(epoch, std::size_t(samples / per_step));
+        return;
+    }
+    DTRAIN_CHECK(sampler_,
+                 "DataLoader::seek_samples: a loader without a DistributedSampler continues only "
+                 "what 1 rank trained on in whole batches of ",
+                 opt_.batch_size, ", got ", samples, " samples of ", ranks, " rank(s)");
+    DTRAIN_CHECK(samples <= sampler_->dataset_size(), "DataLoader::seek_samples: ", samples,
+                 " samples are past the end of epoch ", epoch, ", which has ", sampler_->dataset_size());
+    start_epoch(epoch);
+    sampler_->indices_after(epoch, std::size_t(samples), order_);
+}
+
+DTRAIN_INLINE void DataLoader::init() {
+    DTRAIN_CHECK(opt_.batch_size > 0, "DataLoader: batch size must be > 0");
+    DTRAIN_CHECK(data_.size > 0 && data_.sample_size() > 0, "DataLoader: the data set is empty (", data_.size,
+                 " samples of shape ", detail::shape_str(data_.sample_shape), ")");
+    if (opt_.augment.enabled())
+        DTRAIN_CHECK(data_.sample_shape.size() == 3,
+                     "DataLoader: augmentation needs image samples [C, H, W], "
+                     "got samples of shape ",
+                     detail::shape_str(data_.sample_shape));
+    if (sampler_) stream_ = static_cast<std::uint64_t>(sampler_->rank()) + 1;
+    const std::size_t n = sampler_ ? sampler_->num_samples() : base_.size();
+    DTRAIN_CHECK(n > 0, "DataLoader: the index list is empty");
+    DTRAIN_CHECK(!opt_.drop_last || n >= opt_.batch_size, "DataLoader: batch size ", opt_.batch_size,
+                 " with drop_last exceeds the ", n, " samples per epoch, so no batch would be yielded");
+    order_.reserve(n);
+    // Buffers of at most n rows: a batch size beyond the epoch (up to SIZE_MAX) yields one partial batch.
+    if (opt_.batch_size <= n) allocate_batch(x_full_, y_full_, t_full_, opt_.batch_size);
+    const std::size_t rest = n % opt_.batch_size;
+    if (rest > 0 && !opt_.drop_last) allocate_batch(x_tail_, y_tail_, t_tail_, rest);
+    start_epoch(0);
+}
+
+DTRAIN_INLINE void DataLoader::allocate_batch(Tensor<float>& x, Labels& y, Tensor<float>& t,
+                                              std::size_t n) const {
+    const Shape shape = batch_shape(n, data_.sample_shape);
+    detail::checked_shape_size(shape, "DataLoader: batches of ", n, " samples");
+    x = Tensor<float>::from_shape(shape);
+    if (data_.targets)
+        t = Tensor<float>::from_shape({n, data_.target_columns});
+    else
+        y = Labels::from_shape({n});
+}
+
+DTRAIN_INLINE DatasetView::DatasetView(const Tensor<float>& x, std::size_t n, const char* what) {
+    DTRAIN_CHECK(x.dimension() >= 2, "dtrain::DatasetView: features must be batch-first with rank >= 2, got ",
+                 detail::shape_str(x.shape()));
+    DTRAIN_CHECK(x.shape()[0] == n, "dtrain::DatasetView: features have ", x.shape()[0],
+                 " samples but there are ", n, " ", what);
+    detail::checked_trailing_size(x.shape(), 1, "dtrain::DatasetView: features");
+    features = x.data();
+    size = n;
+    sample_shape.assign(x.shape().begin() + 1, x.shape().end());
+}
+
+#endif
 
 }  // namespace dtrain

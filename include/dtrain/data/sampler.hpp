@@ -9,6 +9,7 @@
 
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/mpi.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/data/detail/seed.hpp>
 
@@ -51,12 +52,7 @@ struct ShardOptions {
 namespace detail {
 
 /// Checks the arguments common to every sharding function.
-inline void check_shard_args(std::size_t n, int rank, int size, const char* who) {
-    DTRAIN_CHECK(size >= 1, who, ": world size must be >= 1, got ", size);
-    DTRAIN_CHECK(rank >= 0 && rank < size, who, ": rank ", rank, " is outside [0, ", size, ")");
-    DTRAIN_CHECK(n >= static_cast<std::size_t>(size), who, ": the data set has ", n,
-                 " samples but there are ", size, " ranks; every rank needs at least one sample");
-}
+DTRAIN_INLINE void check_shard_args(std::size_t n, int rank, int size, const char* who);
 
 }  // namespace detail
 
@@ -207,5 +203,20 @@ private:
 inline DistributedSampler make_distributed_sampler(MPI_Comm comm, std::size_t n, ShardOptions opt = {}) {
     return DistributedSampler(n, comm_rank(comm), comm_size(comm), opt);
 }
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+namespace detail {
+
+DTRAIN_INLINE void check_shard_args(std::size_t n, int rank, int size, const char* who) {
+    DTRAIN_CHECK(size >= 1, who, ": world size must be >= 1, got ", size);
+    DTRAIN_CHECK(rank >= 0 && rank < size, who, ": rank ", rank, " is outside [0, ", size, ")");
+    DTRAIN_CHECK(n >= static_cast<std::size_t>(size), who, ": the data set has ", n,
+                 " samples but there are ", size, " ranks; every rank needs at least one sample");
+}
+
+}  // namespace detail
+
+#endif
 
 }  // namespace dtrain

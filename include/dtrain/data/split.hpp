@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
 #include <dtrain/data/dataset.hpp>
 #include <dtrain/data/detail/seed.hpp>
@@ -66,9 +67,14 @@ inline void stratified_parts(const Dataset& d, double test_fraction, Rng& rng,
 /// labels keep their ids (see subset()). Throws dtrain::Error when the fraction is outside (0, 1), when
 /// either part would be empty (naming stratification when it is the cause), or for a stratified split of
 /// float targets.
-inline std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double test_fraction,
-                                                    std::uint64_t seed,
-                                                    SplitMode mode = SplitMode::Stratified) {
+DTRAIN_INLINE std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double test_fraction,
+                                                           std::uint64_t seed,
+                                                           SplitMode mode = SplitMode::Stratified);
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double test_fraction,
+                                                           std::uint64_t seed, SplitMode mode) {
     DTRAIN_CHECK(test_fraction > 0.0 && test_fraction < 1.0,
                  "dtrain::train_test_split: test_fraction must be in (0, 1), got ", test_fraction);
     DTRAIN_CHECK(
@@ -96,5 +102,7 @@ inline std::pair<Dataset, Dataset> train_test_split(const Dataset& d, double tes
     std::sort(test.begin(), test.end());
     return {subset(d, train), subset(d, test)};
 }
+
+#endif
 
 }  // namespace dtrain

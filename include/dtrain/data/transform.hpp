@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <dtrain/core/error.hpp>
+#include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/data/detail/checked.hpp>
 
@@ -22,46 +23,10 @@ public:
     Standardizer() = default;
 
     /// Computes the mean and population standard deviation of every feature of `x` (shape {N, ...}, N > 0).
-    void fit(const Tensor<float>& x) {
-        DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
-                     "Standardizer::fit: need batch-first features with N > 0, got shape ",
-                     detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0],
-                          m = detail::checked_trailing_size(x.shape(), 1, "Standardizer::fit");
-        std::vector<double> sum(m, 0.0), sq(m, 0.0);
-        const float* p = x.data();
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t j = 0; j < m; ++j)
-                sum[j] += p[i * m + j];
-        mean_.assign(m, 0.0f);
-        std_.assign(m, 1.0f);
-        for (std::size_t j = 0; j < m; ++j)
-            sum[j] /= static_cast<double>(n);
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t j = 0; j < m; ++j) {
-                const double d = p[i * m + j] - sum[j];
-                sq[j] += d * d;
-            }
-        for (std::size_t j = 0; j < m; ++j) {
-            const double s = std::sqrt(sq[j] / static_cast<double>(n));
-            mean_[j] = static_cast<float>(sum[j]);
-            std_[j] = s < 1e-12 ? 1.0f : static_cast<float>(s);
-        }
-    }
+    void fit(const Tensor<float>& x);
 
     /// Standardises `x` in place with the fitted statistics; its sample size must match the fitted one.
-    void apply(Tensor<float>& x) const {
-        DTRAIN_CHECK(!mean_.empty(), "Standardizer::apply: call fit() on the training features first");
-        DTRAIN_CHECK(x.dimension() >= 2 &&
-                         detail::checked_trailing_size(x.shape(), 1, "Standardizer::apply") == mean_.size(),
-                     "Standardizer::apply: fitted on samples of ", mean_.size(),
-                     " values but got features of shape ", detail::shape_str(x.shape()));
-        const std::size_t m = mean_.size(), n = x.shape()[0];
-        float* p = x.data();
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t j = 0; j < m; ++j)
-                p[i * m + j] = (p[i * m + j] - mean_[j]) / std_[j];
-    }
+    void apply(Tensor<float>& x) const;
 
     /// Fitted mean of every feature.
     const std::vector<float>& mean() const { return mean_; }
@@ -109,38 +74,10 @@ public:
     }
 
     /// Computes every feature's minimum and maximum over the N samples of `x` (N > 0).
-    void fit(const Tensor<float>& x) {
-        DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
-                     "MinMaxScaler::fit: need batch-first features with N > 0, got shape ",
-                     detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0],
-                          m = detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::fit");
-        min_.assign(m, std::numeric_limits<float>::infinity());
-        max_.assign(m, -std::numeric_limits<float>::infinity());
-        const float* p = x.data();
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t j = 0; j < m; ++j) {
-                min_[j] = std::min(min_[j], p[i * m + j]);
-                max_[j] = std::max(max_[j], p[i * m + j]);
-            }
-    }
+    void fit(const Tensor<float>& x);
 
     /// Scales `x` in place; its sample size must match the fitted one.
-    void apply(Tensor<float>& x) const {
-        DTRAIN_CHECK(!min_.empty(), "MinMaxScaler::apply: call fit() on the training features first");
-        DTRAIN_CHECK(x.dimension() >= 2 &&
-                         detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::apply") == min_.size(),
-                     "MinMaxScaler::apply: fitted on samples of ", min_.size(),
-                     " values but got features of shape ", detail::shape_str(x.shape()));
-        const std::size_t m = min_.size(), n = x.shape()[0];
-        float* p = x.data();
-        for (std::size_t j = 0; j < m; ++j) {
-            const float range = max_[j] - min_[j];
-            const float scale = range > 0.0f ? (hi_ - lo_) / range : 0.0f;
-            for (std::size_t i = 0; i < n; ++i)
-                p[i * m + j] = lo_ + (p[i * m + j] - min_[j]) * scale;
-        }
-    }
+    void apply(Tensor<float>& x) const;
 
     /// Fitted minimum of every feature.
     const std::vector<float>& min() const { return min_; }
@@ -194,59 +131,10 @@ public:
     }
 
     /// Computes each channel's mean and population std over all samples and positions of `x` [N, C, ...].
-    void fit(const Tensor<float>& x) {
-        DTRAIN_CHECK(x.dimension() >= 3 && x.size() > 0,
-                     "ChannelNormalizer::fit: need image features [N, C, ...], got shape ",
-                     detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], c = x.shape()[1],
-                          hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::fit");
-        std::vector<double> sum(c, 0.0), sq(c, 0.0);
-        const float* p = x.data();
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t k = 0; k < c; ++k) {
-                const float* q = p + (i * c + k) * hw;
-                double s = 0.0;
-                for (std::size_t j = 0; j < hw; ++j)
-                    s += q[j];
-                sum[k] += s;
-            }
-        const double cnt = static_cast<double>(n * hw);
-        for (auto& s : sum)
-            s /= cnt;
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t k = 0; k < c; ++k) {
-                const float* q = p + (i * c + k) * hw;
-                double s = 0.0;
-                for (std::size_t j = 0; j < hw; ++j)
-                    s += (q[j] - sum[k]) * (q[j] - sum[k]);
-                sq[k] += s;
-            }
-        mean_.resize(c);
-        std_.resize(c);
-        for (std::size_t k = 0; k < c; ++k) {
-            mean_[k] = static_cast<float>(sum[k]);
-            const double s = std::sqrt(sq[k] / cnt);
-            std_[k] = s < 1e-12 ? 1.0f : static_cast<float>(s);
-        }
-    }
+    void fit(const Tensor<float>& x);
 
     /// Normalises `x` [N, C, ...] in place; C must equal the number of channels of the statistics.
-    void apply(Tensor<float>& x) const {
-        DTRAIN_CHECK(!mean_.empty(), "ChannelNormalizer::apply: no statistics (call fit() or pass them)");
-        DTRAIN_CHECK(x.dimension() >= 3 && x.shape()[1] == mean_.size(), "ChannelNormalizer::apply: have ",
-                     mean_.size(), " channel statistics but features have shape ",
-                     detail::shape_str(x.shape()));
-        const std::size_t n = x.shape()[0], c = x.shape()[1],
-                          hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::apply");
-        float* p = x.data();
-        for (std::size_t i = 0; i < n; ++i)
-            for (std::size_t k = 0; k < c; ++k) {
-                float* q = p + (i * c + k) * hw;
-                const float m = mean_[k], inv = 1.0f / std_[k];
-                for (std::size_t j = 0; j < hw; ++j)
-                    q[j] = (q[j] - m) * inv;
-            }
-    }
+    void apply(Tensor<float>& x) const;
 
     /// Per-channel means.
     const std::vector<float>& mean() const { return mean_; }
@@ -256,5 +144,131 @@ public:
 private:
     std::vector<float> mean_, std_;
 };
+
+#if DTRAIN_HEADER_DEFINITIONS
+
+DTRAIN_INLINE void Standardizer::fit(const Tensor<float>& x) {
+    DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
+                 "Standardizer::fit: need batch-first features with N > 0, got shape ",
+                 detail::shape_str(x.shape()));
+    const std::size_t n = x.shape()[0], m = detail::checked_trailing_size(x.shape(), 1, "Standardizer::fit");
+    std::vector<double> sum(m, 0.0), sq(m, 0.0);
+    const float* p = x.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j)
+            sum[j] += p[i * m + j];
+    mean_.assign(m, 0.0f);
+    std_.assign(m, 1.0f);
+    for (std::size_t j = 0; j < m; ++j)
+        sum[j] /= static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+            const double d = p[i * m + j] - sum[j];
+            sq[j] += d * d;
+        }
+    for (std::size_t j = 0; j < m; ++j) {
+        const double s = std::sqrt(sq[j] / static_cast<double>(n));
+        mean_[j] = static_cast<float>(sum[j]);
+        std_[j] = s < 1e-12 ? 1.0f : static_cast<float>(s);
+    }
+}
+
+DTRAIN_INLINE void Standardizer::apply(Tensor<float>& x) const {
+    DTRAIN_CHECK(!mean_.empty(), "Standardizer::apply: call fit() on the training features first");
+    DTRAIN_CHECK(x.dimension() >= 2 &&
+                     detail::checked_trailing_size(x.shape(), 1, "Standardizer::apply") == mean_.size(),
+                 "Standardizer::apply: fitted on samples of ", mean_.size(),
+                 " values but got features of shape ", detail::shape_str(x.shape()));
+    const std::size_t m = mean_.size(), n = x.shape()[0];
+    float* p = x.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j)
+            p[i * m + j] = (p[i * m + j] - mean_[j]) / std_[j];
+}
+
+DTRAIN_INLINE void MinMaxScaler::fit(const Tensor<float>& x) {
+    DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
+                 "MinMaxScaler::fit: need batch-first features with N > 0, got shape ",
+                 detail::shape_str(x.shape()));
+    const std::size_t n = x.shape()[0], m = detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::fit");
+    min_.assign(m, std::numeric_limits<float>::infinity());
+    max_.assign(m, -std::numeric_limits<float>::infinity());
+    const float* p = x.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+            min_[j] = std::min(min_[j], p[i * m + j]);
+            max_[j] = std::max(max_[j], p[i * m + j]);
+        }
+}
+
+DTRAIN_INLINE void MinMaxScaler::apply(Tensor<float>& x) const {
+    DTRAIN_CHECK(!min_.empty(), "MinMaxScaler::apply: call fit() on the training features first");
+    DTRAIN_CHECK(x.dimension() >= 2 &&
+                     detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::apply") == min_.size(),
+                 "MinMaxScaler::apply: fitted on samples of ", min_.size(),
+                 " values but got features of shape ", detail::shape_str(x.shape()));
+    const std::size_t m = min_.size(), n = x.shape()[0];
+    float* p = x.data();
+    for (std::size_t j = 0; j < m; ++j) {
+        const float range = max_[j] - min_[j];
+        const float scale = range > 0.0f ? (hi_ - lo_) / range : 0.0f;
+        for (std::size_t i = 0; i < n; ++i)
+            p[i * m + j] = lo_ + (p[i * m + j] - min_[j]) * scale;
+    }
+}
+
+DTRAIN_INLINE void ChannelNormalizer::fit(const Tensor<float>& x) {
+    DTRAIN_CHECK(x.dimension() >= 3 && x.size() > 0,
+                 "ChannelNormalizer::fit: need image features [N, C, ...], got shape ",
+                 detail::shape_str(x.shape()));
+    const std::size_t n = x.shape()[0], c = x.shape()[1],
+                      hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::fit");
+    std::vector<double> sum(c, 0.0), sq(c, 0.0);
+    const float* p = x.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < c; ++k) {
+            const float* q = p + (i * c + k) * hw;
+            double s = 0.0;
+            for (std::size_t j = 0; j < hw; ++j)
+                s += q[j];
+            sum[k] += s;
+        }
+    const double cnt = static_cast<double>(n * hw);
+    for (auto& s : sum)
+        s /= cnt;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < c; ++k) {
+            const float* q = p + (i * c + k) * hw;
+            double s = 0.0;
+            for (std::size_t j = 0; j < hw; ++j)
+                s += (q[j] - sum[k]) * (q[j] - sum[k]);
+            sq[k] += s;
+        }
+    mean_.resize(c);
+    std_.resize(c);
+    for (std::size_t k = 0; k < c; ++k) {
+        mean_[k] = static_cast<float>(sum[k]);
+        const double s = std::sqrt(sq[k] / cnt);
+        std_[k] = s < 1e-12 ? 1.0f : static_cast<float>(s);
+    }
+}
+
+DTRAIN_INLINE void ChannelNormalizer::apply(Tensor<float>& x) const {
+    DTRAIN_CHECK(!mean_.empty(), "ChannelNormalizer::apply: no statistics (call fit() or pass them)");
+    DTRAIN_CHECK(x.dimension() >= 3 && x.shape()[1] == mean_.size(), "ChannelNormalizer::apply: have ",
+                 mean_.size(), " channel statistics but features have shape ", detail::shape_str(x.shape()));
+    const std::size_t n = x.shape()[0], c = x.shape()[1],
+                      hw = detail::checked_trailing_size(x.shape(), 2, "ChannelNormalizer::apply");
+    float* p = x.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < c; ++k) {
+            float* q = p + (i * c + k) * hw;
+            const float m = mean_[k], inv = 1.0f / std_[k];
+            for (std::size_t j = 0; j < hw; ++j)
+                q[j] = (q[j] - m) * inv;
+        }
+}
+
+#endif
 
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 // went down. Built against an installed dtrain (find_package) or a source tree (add_subdirectory).
 #include <dtrain/dtrain.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -11,14 +12,19 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     dtrain::Model<float> model({2}, 7);
     model.add(dtrain::Dense<float>(2, 8)).add(dtrain::Tanh<float>()).add(dtrain::Dense<float>(8, 2));
-    dtrain::Tensor<float> x = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
-    dtrain::Labels y = {0, 1, 1, 0};
+    // Read and batched by functions dtrain::precompiled compiles (DTRAIN_INLINE), header-only otherwise.
+    const dtrain::Dataset data = dtrain::parse_csv("a,b,y\n0,0,0\n0,1,1\n1,0,1\n1,1,0\n", "xor.csv");
+    dtrain::LoaderOptions batches(4);
+    batches.shuffle = false;
+    dtrain::DataLoader loader(data, batches);
     dtrain::SoftmaxCrossEntropy<float> loss;
     dtrain::Tensor<float> grad;
     float first = 0, last = 0;
     for (int step = 0; step < 300; ++step) {
         model.zero_grad();
-        last = loss.compute(model.forward(x), y, grad);
+        loader.start_epoch(std::uint64_t(step));
+        if (!loader.next()) return 1;
+        last = loss.compute(model.forward(loader.features()), loader.labels(), grad);
         if (step == 0) first = last;
         model.backward(grad);
         auto p = model.parameters();
