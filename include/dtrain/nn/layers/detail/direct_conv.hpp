@@ -156,47 +156,69 @@ struct DirectFwdTile {
     DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
                              __m256i m) const {
         if (fan_in <= sum_block)
-            sum<true, NV, MaskAll, MaskLast>(in, vin, out, vout, m);
+            one_chain<NV, MaskAll, MaskLast>(in, vin, out, vout, m);
         else
-            sum<false, NV, MaskAll, MaskLast>(in, vin, out, vout, m);
+            blocked<NV, MaskAll, MaskLast>(in, vin, out, vout, m);
     }
 
-    // run(); One: fan_in <= sum_block, one chain, added to the bias straight away (the same sum, without
-    // the partial sums' registers).
-    template <bool One, int NV, bool MaskAll, bool MaskLast>
-    DTRAIN_AVX2_FMA void sum(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
-                             __m256i m) const {
+    // run() for fan_in <= sum_block: one chain from zero, added to the bias. The same sum as blocked(), as
+    // one straight loop, so that the accumulators stay in registers.
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void one_chain(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
+                                   __m256i m) const {
         const float *xi = x + in, *w = wb;
-        const std::size_t *o = off, taps = fan_in;
+        const std::size_t* o = off;
+        __m256 acc[CB][NV];
+        for (int c = 0; c < CB; ++c)
+            for (int v = 0; v < NV; ++v)
+                acc[c][v] = _mm256_setzero_ps();
+        std::size_t t = 0;
+        do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+            direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
+        while (++t < fan_in);
+        for (int c = 0; c < CB; ++c)
+            for (int v = 0; v < NV; ++v)
+                acc[c][v] = _mm256_add_ps(_mm256_broadcast_ss(bias + c), acc[c][v]);
+        store<NV, MaskAll, MaskLast>(acc, out, vout, m);
+    }
+
+    // run() for fan_in > sum_block: the chains, partial sums and total of SumBlocks.
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void blocked(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
+                                 __m256i m) const {
+        const float *xi = x + in, *w = wb;
+        const std::size_t* o = off;
         __m256 acc[CB][NV], part[CB][NV] = {}, tot[CB][NV] = {};
-        for (SumBlocks b(taps); b.next();) {  // fan_in >= 1
+        for (SumBlocks b(fan_in); b.next();) {
             for (int c = 0; c < CB; ++c)
                 for (int v = 0; v < NV; ++v)
                     acc[c][v] = _mm256_setzero_ps();
             std::size_t t = b.begin;
-            do  // with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+            do  // chains are never empty
                 direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
             while (++t < b.end);
             for (int c = 0; c < CB; ++c)
                 for (int v = 0; v < NV; ++v) {
-                    if constexpr (One) {
-                        tot[c][v] = _mm256_add_ps(_mm256_broadcast_ss(bias + c), acc[c][v]);
-                        continue;
-                    }
                     part[c][v] = b.first_in_part() ? acc[c][v] : _mm256_add_ps(part[c][v], acc[c][v]);
                     if (b.part_done())
                         tot[c][v] = _mm256_add_ps(b.first_part() ? _mm256_broadcast_ss(bias + c) : tot[c][v],
                                                   part[c][v]);
                 }
-            if constexpr (One) break;
         }
+        store<NV, MaskAll, MaskLast>(tot, out, vout, m);
+    }
+
+    // Stores the tile's sums r to the outputs of channel c, vector v.
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void store(const __m256 (&r)[CB][NV], std::size_t out, std::size_t vout,
+                               __m256i m) const {
         for (int c = 0; c < CB; ++c)
             for (int v = 0; v < NV; ++v) {
                 float* d = y + out + c * pos + v * vout;
                 if (MaskAll || (MaskLast && v + 1 == NV))
-                    _mm256_maskstore_ps(d, m, tot[c][v]);
+                    _mm256_maskstore_ps(d, m, r[c][v]);
                 else
-                    _mm256_storeu_ps(d, tot[c][v]);
+                    _mm256_storeu_ps(d, r[c][v]);
             }
     }
 };
