@@ -36,5 +36,5 @@ configure_package_config_file(cmake/dtrainConfig.cmake.in ${CMAKE_CURRENT_BINARY
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/dtrainConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/dtrainConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/dtrainConfigVersion.cmake
-              cmake/dtrainDependencies.cmake src/precompiled.cpp src/onednn.cpp
+              cmake/dtrainDependencies.cmake cmake/dtrainFindOneDnn.cmake src/precompiled.cpp src/onednn.cpp
         DESTINATION ${DTRAIN_CMAKE_DIR})

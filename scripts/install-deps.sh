@@ -20,7 +20,9 @@
 #   --plot     also gnuplot and python3-matplotlib (scripts/plot, benchmark plot scripts)
 #   --torch    also python3-torch (only for the PyTorch comparison benchmark)
 #   --onednn   also libdnnl-dev, oneDNN 2.6: the oneDNN algorithms (CMake target dtrain::onednn, their tests)
-#              and the oneDNN comparison benchmark (benchmarks/onednn)
+#              and the oneDNN comparison benchmark (benchmarks/onednn); and ocl-icd-opencl-dev, which Debian's
+#              oneDNN only recommends but whose CMake package requires (it was built with the OpenCL GPU
+#              runtime: without OpenCL's headers and library, find_package(dnnl) stops the configuration)
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build mpich libmpich-dev libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
       libopenblas-dev zlib1g-dev catch2 libcli11-dev nlohmann-json3-dev clang-format dataset-fashion-mnist
@@ -35,7 +37,7 @@ for a in "$@"; do
     --onnx) pkgs+=(nodejs python3-onnx); command -v npm >/dev/null || pkgs+=(npm) ;;
     --plot) pkgs+=(gnuplot-nox python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch) ;;
-    --onednn) pkgs+=(libdnnl-dev) ;;
+    --onednn) pkgs+=(libdnnl-dev ocl-icd-opencl-dev) ;;
     *) echo "install-deps.sh: unknown option '$a' (known: --openmpi --slurm --docs --onnx --plot --torch --onednn)" >&2; exit 2 ;;
   esac
 done
