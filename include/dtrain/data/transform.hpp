@@ -14,6 +14,18 @@
 
 namespace dtrain {
 
+namespace detail {
+
+/// The per-feature scalers' fit() input: [N, ...] with N > 0; returns the values per sample. `who` names the
+/// call in the error ("Standardizer::fit").
+DTRAIN_INLINE std::size_t check_scaler_fit_input(const Tensor<float>& x, const char* who);
+
+/// The per-feature scalers' apply() input: fitted (`fitted` values per sample, 0 before fit()) and [N, ...]
+/// with that many values per sample. `who` names the call in the error ("MinMaxScaler::apply").
+DTRAIN_INLINE void check_scaler_apply_input(const Tensor<float>& x, std::size_t fitted, const char* who);
+
+}  // namespace detail
+
 /// Z-score standardisation per feature: x' = (x - mean) / std, where "feature" is every position of a
 /// sample (a column of an [N, F] table). Fit it on the training split only and apply the same object to
 /// every other split. A constant feature (std below 1e-12) is only centred (its std is taken as 1).
@@ -147,11 +159,22 @@ private:
 
 #if DTRAIN_HEADER_DEFINITIONS
 
+DTRAIN_INLINE std::size_t detail::check_scaler_fit_input(const Tensor<float>& x, const char* who) {
+    DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0, who,
+                 ": need batch-first features with N > 0, got shape ", shape_str(x.shape()));
+    return checked_trailing_size(x.shape(), 1, who);
+}
+
+DTRAIN_INLINE void detail::check_scaler_apply_input(const Tensor<float>& x, std::size_t fitted,
+                                                    const char* who) {
+    DTRAIN_CHECK(fitted > 0, who, ": call fit() on the training features first");
+    DTRAIN_CHECK(x.dimension() >= 2 && checked_trailing_size(x.shape(), 1, who) == fitted, who,
+                 ": fitted on samples of ", fitted, " values but got features of shape ",
+                 shape_str(x.shape()));
+}
+
 DTRAIN_INLINE void Standardizer::fit(const Tensor<float>& x) {
-    DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
-                 "Standardizer::fit: need batch-first features with N > 0, got shape ",
-                 detail::shape_str(x.shape()));
-    const std::size_t n = x.shape()[0], m = detail::checked_trailing_size(x.shape(), 1, "Standardizer::fit");
+    const std::size_t m = detail::check_scaler_fit_input(x, "Standardizer::fit"), n = x.shape()[0];
     std::vector<double> sum(m, 0.0), sq(m, 0.0);
     const float* p = x.data();
     for (std::size_t i = 0; i < n; ++i)
@@ -174,11 +197,7 @@ DTRAIN_INLINE void Standardizer::fit(const Tensor<float>& x) {
 }
 
 DTRAIN_INLINE void Standardizer::apply(Tensor<float>& x) const {
-    DTRAIN_CHECK(!mean_.empty(), "Standardizer::apply: call fit() on the training features first");
-    DTRAIN_CHECK(x.dimension() >= 2 &&
-                     detail::checked_trailing_size(x.shape(), 1, "Standardizer::apply") == mean_.size(),
-                 "Standardizer::apply: fitted on samples of ", mean_.size(),
-                 " values but got features of shape ", detail::shape_str(x.shape()));
+    detail::check_scaler_apply_input(x, mean_.size(), "Standardizer::apply");
     const std::size_t m = mean_.size(), n = x.shape()[0];
     float* p = x.data();
     for (std::size_t i = 0; i < n; ++i)
@@ -187,10 +206,7 @@ DTRAIN_INLINE void Standardizer::apply(Tensor<float>& x) const {
 }
 
 DTRAIN_INLINE void MinMaxScaler::fit(const Tensor<float>& x) {
-    DTRAIN_CHECK(x.dimension() >= 2 && x.shape()[0] > 0,
-                 "MinMaxScaler::fit: need batch-first features with N > 0, got shape ",
-                 detail::shape_str(x.shape()));
-    const std::size_t n = x.shape()[0], m = detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::fit");
+    const std::size_t m = detail::check_scaler_fit_input(x, "MinMaxScaler::fit"), n = x.shape()[0];
     min_.assign(m, std::numeric_limits<float>::infinity());
     max_.assign(m, -std::numeric_limits<float>::infinity());
     const float* p = x.data();
@@ -202,11 +218,7 @@ DTRAIN_INLINE void MinMaxScaler::fit(const Tensor<float>& x) {
 }
 
 DTRAIN_INLINE void MinMaxScaler::apply(Tensor<float>& x) const {
-    DTRAIN_CHECK(!min_.empty(), "MinMaxScaler::apply: call fit() on the training features first");
-    DTRAIN_CHECK(x.dimension() >= 2 &&
-                     detail::checked_trailing_size(x.shape(), 1, "MinMaxScaler::apply") == min_.size(),
-                 "MinMaxScaler::apply: fitted on samples of ", min_.size(),
-                 " values but got features of shape ", detail::shape_str(x.shape()));
+    detail::check_scaler_apply_input(x, min_.size(), "MinMaxScaler::apply");
     const std::size_t m = min_.size(), n = x.shape()[0];
     float* p = x.data();
     for (std::size_t j = 0; j < m; ++j) {
