@@ -110,6 +110,7 @@ TEST_CASE("Every convolution algorithm: within float rounding of float64 and the
         {33, 7, 9, 11, {5, 5}, {2, 2}, {2, 2}},   {33, 1, 6, 6, {1, 1}, {2, 2}, {0, 0}},
         {1024, 16, 4, 4, {4, 4}, {1, 1}, {0, 0}},  // fan-in 16,384 (one output position)
         {1024, 8, 3, 3, {3, 3}, {1, 1}, {1, 1}},   // fan-in 9,216, padded
+        {3, 130, 6, 6, {3, 3}, {1, 1}, {0, 0}},    // direct, its input gradient a sum over 130 channels
     };
     std::map<std::string, int> ran;
     for (const auto& cc : cases)

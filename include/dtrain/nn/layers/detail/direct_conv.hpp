@@ -138,6 +138,37 @@ DTRAIN_AVX2_FMA inline void direct_sample_tiles(const ConvGeometry& g, const Til
         }
 }
 
+// The end of chain b of a direct tile's blocked sum (summation.hpp), for R rows x NV vectors: the partial sum
+// part = acc (the first chain of a part) or part + acc; when the part is done, tot = init[r] + part (the
+// first part; with init null, part) or tot + part. One of a few straight paths, chosen once per chain.
+template <int R, int NV>
+[[gnu::always_inline]] DTRAIN_AVX2_FMA inline void direct_chain_end(const SumBlocks& b,
+                                                                    const __m256 (&acc)[R][NV],
+                                                                    __m256 (&part)[R][NV],
+                                                                    __m256 (&tot)[R][NV], const float* init) {
+    if (b.first_in_part())
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v)
+                part[r][v] = acc[r][v];
+    else
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v)
+                part[r][v] = _mm256_add_ps(part[r][v], acc[r][v]);
+    if (!b.part_done()) return;
+    if (!b.first_part())
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v)
+                tot[r][v] = _mm256_add_ps(tot[r][v], part[r][v]);
+    else if (init != nullptr)
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v)
+                tot[r][v] = _mm256_add_ps(_mm256_broadcast_ss(init + r), part[r][v]);
+    else
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v)
+                tot[r][v] = part[r][v];
+}
+
 // The forward tile of a channel block of CB for one sample (input x, output y, the block's packed weights
 // wb and biases): CB channels x NV vectors, bias[c] + the sum over taps t of wb[t][c] * (vector v of the
 // input at off[t]) in SumBlocks' order (summation.hpp), stored to channel c's vector v. Without masks the
@@ -197,13 +228,7 @@ struct DirectFwdTile {
             do  // chains are never empty
                 direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
             while (++t < b.end);
-            for (int c = 0; c < CB; ++c)
-                for (int v = 0; v < NV; ++v) {
-                    part[c][v] = b.first_in_part() ? acc[c][v] : _mm256_add_ps(part[c][v], acc[c][v]);
-                    if (b.part_done())
-                        tot[c][v] = _mm256_add_ps(b.first_part() ? _mm256_broadcast_ss(bias + c) : tot[c][v],
-                                                  part[c][v]);
-                }
+            direct_chain_end(b, acc, part, tot, bias);
         }
         store<NV, MaskAll, MaskLast>(tot, out, vout, m);
     }

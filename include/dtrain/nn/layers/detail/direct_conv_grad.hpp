@@ -121,46 +121,60 @@ struct DirectDxTile {
     DTRAIN_AVX2_FMA void run(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
                              __m256i m) const {
         if (channels <= sum_block)
-            sum<true, NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
+            one_chain<NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
         else
-            sum<false, NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
+            blocked<NV, MaskAll, MaskLast>(in, vin, outp, vout, m);
     }
 
-    // run(); One: channels <= sum_block, one chain (see DirectFwdTile::sum).
-    template <bool One, int NV, bool MaskAll, bool MaskLast>
-    DTRAIN_AVX2_FMA void sum(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
-                             __m256i m) const {
+    // run() for channels <= sum_block: one chain from zero. The same sum as blocked(), as one straight loop,
+    // so that the accumulators stay in registers (see DirectFwdTile::one_chain).
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void one_chain(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
+                                   __m256i m) const {
         const float *d0 = dy + outp, *w = wb;
-        const std::size_t nc = channels, stride = pos;
+        const std::size_t stride = pos;
+        __m256 acc[TB][NV];
+        for (int t = 0; t < TB; ++t)
+            for (int v = 0; v < NV; ++v)
+                acc[t][v] = _mm256_setzero_ps();
+        std::size_t o = 0;
+        do  // channels >= 1; see DirectFwdTile
+            direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
+        while (++o < channels);
+        add_to_dx<NV, MaskAll, MaskLast>(acc, in, vin, m);
+    }
+
+    // run() for channels > sum_block: the chains, partial sums and total of SumBlocks.
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void blocked(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
+                                 __m256i m) const {
+        const float *d0 = dy + outp, *w = wb;
+        const std::size_t stride = pos;
         __m256 acc[TB][NV], part[TB][NV] = {}, tot[TB][NV] = {};
-        for (SumBlocks b(nc); b.next();) {  // channels >= 1
+        for (SumBlocks b(channels); b.next();) {
             for (int t = 0; t < TB; ++t)
                 for (int v = 0; v < NV; ++v)
                     acc[t][v] = _mm256_setzero_ps();
             std::size_t o = b.begin;
-            do  // see DirectFwdTile
+            do  // chains are never empty
                 direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
             while (++o < b.end);
-            if constexpr (One) {
-                for (int t = 0; t < TB; ++t)
-                    for (int v = 0; v < NV; ++v)
-                        tot[t][v] = acc[t][v];
-                break;
-            }
-            for (int t = 0; t < TB; ++t)
-                for (int v = 0; v < NV; ++v) {
-                    part[t][v] = b.first_in_part() ? acc[t][v] : _mm256_add_ps(part[t][v], acc[t][v]);
-                    if (b.part_done())
-                        tot[t][v] = b.first_part() ? part[t][v] : _mm256_add_ps(tot[t][v], part[t][v]);
-                }
+            direct_chain_end(b, acc, part, tot, nullptr);
         }
-        for (int t = 0; t < TB; ++t)  // in order: taps ki and ki + 1 of a column meet at vectors v + 1 and v
+        add_to_dx<NV, MaskAll, MaskLast>(tot, in, vin, m);
+    }
+
+    // Adds the tile's sums r to dX, in order: taps ki and ki + 1 of a column meet at vectors v + 1 and v.
+    template <int NV, bool MaskAll, bool MaskLast>
+    DTRAIN_AVX2_FMA void add_to_dx(const __m256 (&r)[TB][NV], std::size_t in, std::size_t vin,
+                                   __m256i m) const {
+        for (int t = 0; t < TB; ++t)
             for (int v = 0; v < NV; ++v) {
                 float* d = dx + in + off[t] + v * vin;
                 if (MaskAll || (MaskLast && v + 1 == NV))
-                    _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), tot[t][v]));
+                    _mm256_maskstore_ps(d, m, _mm256_add_ps(_mm256_maskload_ps(d, m), r[t][v]));
                 else
-                    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), tot[t][v]));
+                    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(d), r[t][v]));
             }
     }
 };

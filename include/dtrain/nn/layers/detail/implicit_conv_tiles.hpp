@@ -36,38 +36,67 @@ struct ImplicitTileAvx2 {
     DTRAIN_AVX2_FMA static void run(std::size_t k, A a, B b, const float* init, float* buf,
                                     std::size_t ldbuf) {
         if (k <= sum_block)
-            sum<true>(k, a, b, init, buf, ldbuf);
+            one_chain(k, a, b, init, buf, ldbuf);
         else
-            sum<false>(k, a, b, init, buf, ldbuf);
+            blocked(k, a, b, init, buf, ldbuf);
     }
 
 private:
-    // run(); One: k <= sum_block, one chain added to init straight away (the same sum).
-    template <bool One, class A, class B>
-    DTRAIN_AVX2_FMA static void sum(std::size_t k, A a, B b, const float* init, float* buf,
-                                    std::size_t ldbuf) {
-        __m256 acc[mr][2], part[mr][2] = {};
-        for (SumBlocks s(k); s.next();) {
-            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-            std::size_t t = s.begin;
-            do {  // a block is never empty; with a loop that may run 0 times, g++ -O3 keeps the accumulators
-                  // in memory
-                const float* bt = b(t, 0);
-                const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
-                DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
-                    const __m256 av = _mm256_broadcast_ss(a(i, t));
-                    acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-                    acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
-                }
-            } while (++t < s.end);
-            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i)
-                DTRAIN_UNROLL for (std::size_t h = 0; h < 2; ++h) {
-                part[i][h] = One || s.first_in_part() ? acc[i][h] : _mm256_add_ps(part[i][h], acc[i][h]);
-                if (!One && !s.part_done()) continue;
-                float* d = buf + i * ldbuf + 8 * h;
-                _mm256_storeu_ps(
-                    d, _mm256_add_ps(_mm256_loadu_ps(One || s.first_part() ? init + 8 * h : d), part[i][h]));
+    // The chain of steps [t, end) from zero in acc.
+    template <class A, class B>
+    [[gnu::always_inline]] DTRAIN_AVX2_FMA static void chain(std::size_t t, std::size_t end, A a, B b,
+                                                             __m256 (&acc)[mr][2]) {
+        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        do {  // a chain is never empty; with a loop that may run 0 times, g++ -O3 keeps the accumulators in
+              // memory
+            const float* bt = b(t, 0);
+            const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
+            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+                const __m256 av = _mm256_broadcast_ss(a(i, t));
+                acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
             }
+        } while (++t < end);
+    }
+
+    // buf = from + r, row by row (from: init, the same for every row, or buf itself).
+    [[gnu::always_inline]] DTRAIN_AVX2_FMA static void add_store(const __m256 (&r)[mr][2], const float* init,
+                                                                 bool from_init, float* buf,
+                                                                 std::size_t ldbuf) {
+        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) DTRAIN_UNROLL for (std::size_t h = 0; h < 2; ++h) {
+            float* d = buf + i * ldbuf + 8 * h;
+            _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(from_init ? init + 8 * h : d), r[i][h]));
+        }
+    }
+
+    // run() for k <= sum_block: one chain from zero, added to init. The same sum as blocked(), as one
+    // straight loop.
+    template <class A, class B>
+    DTRAIN_AVX2_FMA static void one_chain(std::size_t k, A a, B b, const float* init, float* buf,
+                                          std::size_t ldbuf) {
+        __m256 acc[mr][2];
+        chain(0, k, a, b, acc);
+        add_store(acc, init, true, buf, ldbuf);
+    }
+
+    // run() for k > sum_block: SumBlocks' chains, partial sums and total. Each chain's end takes one of a
+    // few straight paths, chosen once per chain.
+    template <class A, class B>
+    DTRAIN_AVX2_FMA static void blocked(std::size_t k, A a, B b, const float* init, float* buf,
+                                        std::size_t ldbuf) {
+        __m256 acc[mr][2], part[mr][2] = {};  // = {}: g++ cannot see that the first chain sets it
+        for (SumBlocks s(k); s.next();) {
+            chain(s.begin, s.end, a, b, acc);
+            if (s.first_in_part()) {
+                DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) part[i][0] = acc[i][0],
+                                                                   part[i][1] = acc[i][1];
+            } else {
+                DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+                    part[i][0] = _mm256_add_ps(part[i][0], acc[i][0]);
+                    part[i][1] = _mm256_add_ps(part[i][1], acc[i][1]);
+                }
+            }
+            if (s.part_done()) add_store(part, init, s.first_part(), buf, ldbuf);
         }
     }
 };
@@ -84,38 +113,69 @@ struct ImplicitTileAvx512 {
     template <class A, class B>
     DTRAIN_AVX512 static void run(std::size_t k, A a, B b, const float* init, float* buf, std::size_t ldbuf) {
         if (k <= sum_block)
-            sum<true>(k, a, b, init, buf, ldbuf);
+            one_chain(k, a, b, init, buf, ldbuf);
         else
-            sum<false>(k, a, b, init, buf, ldbuf);
+            blocked(k, a, b, init, buf, ldbuf);
     }
 
 private:
-    // run(); One: k <= sum_block (see ImplicitTileAvx2).
-    template <bool One, class A, class B>
-    DTRAIN_AVX512 static void sum(std::size_t k, A a, B b, const float* init, float* buf, std::size_t ldbuf) {
-        __m512 acc[MR][NB], part[MR][NB] = {};
-        for (SumBlocks s(k); s.next();) {
-            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
-                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
-            std::size_t t = s.begin;
-            do {
-                __m512 bv[NB];
-                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) bv[j] = _mm512_loadu_ps(b(t, j));
-                DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) {
-                    const __m512 av = _mm512_set1_ps(*a(i, t));
-                    DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] =
-                        _mm512_fmadd_ps(av, bv[j], acc[i][j]);
-                }
-            } while (++t < s.end);
-            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
-                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) {
-                part[i][j] = One || s.first_in_part() ? acc[i][j] : _mm512_add_ps(part[i][j], acc[i][j]);
-                if (!One && !s.part_done()) continue;
-                float* d = buf + i * ldbuf + j * implicit_nr;
-                _mm512_storeu_ps(
-                    d, _mm512_add_ps(_mm512_loadu_ps(One || s.first_part() ? init + j * implicit_nr : d),
-                                     part[i][j]));
+    // The chain of steps [t, end) from zero in acc.
+    template <class A, class B>
+    [[gnu::always_inline]] DTRAIN_AVX512 static void chain(std::size_t t, std::size_t end, A a, B b,
+                                                           __m512 (&acc)[MR][NB]) {
+        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j)
+            acc[i][j] = _mm512_setzero_ps();
+        do {  // a chain is never empty; with a loop that may run 0 times, g++ -O3 keeps the accumulators in
+              // memory
+            __m512 bv[NB];
+            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) bv[j] = _mm512_loadu_ps(b(t, j));
+            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) {
+                const __m512 av = _mm512_set1_ps(*a(i, t));
+                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] =
+                    _mm512_fmadd_ps(av, bv[j], acc[i][j]);
             }
+        } while (++t < end);
+    }
+
+    // buf = from + r, row by row (from: init, the same for every row, or buf itself).
+    [[gnu::always_inline]] DTRAIN_AVX512 static void add_store(const __m512 (&r)[MR][NB], const float* init,
+                                                               bool from_init, float* buf,
+                                                               std::size_t ldbuf) {
+        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
+            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) {
+            float* d = buf + i * ldbuf + j * implicit_nr;
+            _mm512_storeu_ps(d,
+                             _mm512_add_ps(_mm512_loadu_ps(from_init ? init + j * implicit_nr : d), r[i][j]));
+        }
+    }
+
+    // run() for k <= sum_block: one chain from zero, added to init. The same sum as blocked(), as one
+    // straight loop.
+    template <class A, class B>
+    DTRAIN_AVX512 static void one_chain(std::size_t k, A a, B b, const float* init, float* buf,
+                                        std::size_t ldbuf) {
+        __m512 acc[MR][NB];
+        chain(0, k, a, b, acc);
+        add_store(acc, init, true, buf, ldbuf);
+    }
+
+    // run() for k > sum_block: SumBlocks' chains, partial sums and total. Each chain's end takes one of a
+    // few straight paths, chosen once per chain (the partial sums stay in memory).
+    template <class A, class B>
+    DTRAIN_AVX512 static void blocked(std::size_t k, A a, B b, const float* init, float* buf,
+                                      std::size_t ldbuf) {
+        __m512 acc[MR][NB], part[MR][NB] = {};  // = {}: g++ cannot see that the first chain sets it
+        for (SumBlocks s(k); s.next();) {
+            chain(s.begin, s.end, a, b, acc);
+            if (s.first_in_part()) {
+                DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
+                    DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) part[i][j] = acc[i][j];
+            } else {
+                DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
+                    DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) part[i][j] =
+                        _mm512_add_ps(part[i][j], acc[i][j]);
+            }
+            if (s.part_done()) add_store(part, init, s.first_part(), buf, ldbuf);
         }
     }
 };
