@@ -1,7 +1,8 @@
 # Runs a failure scenario under mpiexec and passes only when the job ends within MAX_SECONDS with the
 # expected exit status and every text of EXPECT in its output. Lists are separated by "@@".
 # Usage: cmake -DMPIEXEC=... -DNP=2 -DPROGRAM=... -DARGS="stop@@ring" [-DENV="DTRAIN_STALL_TIMEOUT=4"]
-#              -DEXPECT="text@@text" -DMAX_SECONDS=25 [-DEXIT=3 (default: any non-zero)] -P run_failure_test.cmake
+#              -DEXPECT="text@@text" -DMAX_SECONDS=25 [-DEXIT=3 (default: any non-zero; "any": not checked)]
+#              -P run_failure_test.cmake
 # Options: -DLAUNCH="mpiexec.openmpi@@-n@@2" replaces "${MPIEXEC} -n ${NP}" (LAUNCH=none: run the program
 # directly); -DTIMES=n: the first EXPECT text must appear n times (once per process); -DMISSING="1, 2": every
 # "Ranks that did not arrive: " in the output must name exactly these ranks.
@@ -25,7 +26,9 @@ message(STATUS "exit: ${rc} after ${took} s\noutput:\n${all}")
 if(rc MATCHES "timeout|Process terminated")
   message(FATAL_ERROR "the job hung (${rc})")
 endif()
-if(DEFINED EXIT)
+if(EXIT STREQUAL "any")
+  # the status is the launcher's to give (see the test's comment); the expected lines say how it ended
+elseif(DEFINED EXIT)
   if(NOT rc STREQUAL "${EXIT}")
     message(FATAL_ERROR "exit status ${rc}, expected ${EXIT}")
   endif()

@@ -112,7 +112,9 @@ inline std::vector<std::string> gather_host_names(MPI_Comm comm) {
 ///   rank 1 (host b) did not answer (stopped or dead)". When every rank has left but MPI_Finalize itself
 ///   does not return within detail::finalize_after_leave (10 s) or the bound if lower (an MPI library that
 ///   hangs there, as MPICH 4.0 with UCX over TCP can), the process prints so and exits
-///   with status 0 without finalizing, since the job's work is done (main's own return value is lost then).
+///   with status 0 without finalizing, since the job's work is done (main's own return value is lost then;
+///   and the launcher may end the ranks that have not exited yet when the first one does, and report the
+///   job as failed: MPICH's mpiexec sometimes does).
 ///
 /// Not copyable or movable; create one per process.
 class Environment {
