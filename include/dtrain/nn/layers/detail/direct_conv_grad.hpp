@@ -58,20 +58,22 @@ DTRAIN_AVX2_FMA inline void direct_dw_tile(const float* x, std::size_t n, const 
         for (int c = 0; c < CB; ++c)
             for (int t = 0; t < TB; ++t)
                 acc[c][t] = _mm256_setzero_ps();
+        // row r of the batch is row i of sample s; walked by counters, not divided per row
+        std::size_t s = b.begin / g.oh, i = b.begin - s * g.oh;
+        const float *xs = x + s * in_sample, *ds = dy + s * out * pos;
         for (std::size_t r = b.begin; r < b.end; ++r) {
-            const std::size_t s = r / g.oh, i = r - s * g.oh;
-            const float* xr = x + s * in_sample + i * g.w;
-            const float* dr = dy + s * out * pos + i * g.ow;
+            const float* xr = xs + i * g.w;
+            const float* dr = ds + i * g.ow;
             for (std::size_t j = 0; j < full; j += 8)
                 direct_dw_step<CB, TB, true>(acc, xr, off, dr, pos, j, m);
             if (full < g.ow) direct_dw_step<CB, TB, false>(acc, xr, off, dr, pos, full, m);
-        }
-        for (int c = 0; c < CB; ++c)
-            for (int t = 0; t < TB; ++t) {
-                part[c][t] = b.first_in_part() ? acc[c][t] : _mm256_add_ps(part[c][t], acc[c][t]);
-                if (b.part_done())
-                    tot[c][t] = b.first_part() ? part[c][t] : _mm256_add_ps(tot[c][t], part[c][t]);
+            if (++i == g.oh) {
+                i = 0;
+                xs += in_sample;
+                ds += out * pos;
             }
+        }
+        direct_chain_end(b, acc, part, tot, nullptr);
     }
     for (int c = 0; c < CB; ++c)
         for (int t = 0; t < TB; ++t)
