@@ -98,6 +98,22 @@ DTRAIN_AVX2_FMA inline void direct_fwd_step(__m256 (&acc)[CB][NV], const float* 
     }
 }
 
+// acc = one chain of direct_fwd_step()s from zero over steps [begin, end), end > begin: step t reads its
+// vectors at src(t) and its R weights at wb + t * R. `src` only computes a pointer (the forward tile's tap,
+// the input-gradient tile's channel), so it needs no target attribute of its own.
+template <int R, int NV, bool MaskAll, bool MaskLast, class Src>
+[[gnu::always_inline]] DTRAIN_AVX2_FMA inline void direct_chain(__m256 (&acc)[R][NV], std::size_t begin,
+                                                                std::size_t end, Src src, std::size_t vin,
+                                                                const float* wb, __m256i m) {
+    for (int r = 0; r < R; ++r)
+        for (int v = 0; v < NV; ++v)
+            acc[r][v] = _mm256_setzero_ps();
+    std::size_t t = begin;
+    do  // with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
+        direct_fwd_step<R, NV, MaskAll, MaskLast>(acc, src(t), vin, wb + t * R, m);
+    while (++t < end);
+}
+
 // Calls tile.template run<NV, MaskAll, MaskLast>(in, vin, out, vout, m) with NV = nv (1..3).
 template <bool MaskAll, bool MaskLast, class Tile>
 DTRAIN_AVX2_FMA inline void direct_tile_nv(const Tile& tile, std::size_t nv, std::size_t in, std::size_t vin,
@@ -197,16 +213,8 @@ struct DirectFwdTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void one_chain(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
                                    __m256i m) const {
-        const float *xi = x + in, *w = wb;
-        const std::size_t* o = off;
         __m256 acc[CB][NV];
-        for (int c = 0; c < CB; ++c)
-            for (int v = 0; v < NV; ++v)
-                acc[c][v] = _mm256_setzero_ps();
-        std::size_t t = 0;
-        do  // fan_in >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
-            direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
-        while (++t < fan_in);
+        direct_chain<CB, NV, MaskAll, MaskLast>(acc, 0, fan_in, tap(in), vin, wb, m);  // fan_in >= 1
         for (int c = 0; c < CB; ++c)
             for (int v = 0; v < NV; ++v)
                 acc[c][v] = _mm256_add_ps(_mm256_broadcast_ss(bias + c), acc[c][v]);
@@ -217,20 +225,17 @@ struct DirectFwdTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void blocked(std::size_t in, std::size_t vin, std::size_t out, std::size_t vout,
                                  __m256i m) const {
-        const float *xi = x + in, *w = wb;
-        const std::size_t* o = off;
         __m256 acc[CB][NV], part[CB][NV] = {}, tot[CB][NV] = {};
         for (SumBlocks b(fan_in); b.next();) {
-            for (int c = 0; c < CB; ++c)
-                for (int v = 0; v < NV; ++v)
-                    acc[c][v] = _mm256_setzero_ps();
-            std::size_t t = b.begin;
-            do  // chains are never empty
-                direct_fwd_step<CB, NV, MaskAll, MaskLast>(acc, xi + o[t], vin, w + t * CB, m);
-            while (++t < b.end);
+            direct_chain<CB, NV, MaskAll, MaskLast>(acc, b.begin, b.end, tap(in), vin, wb, m);
             direct_chain_end(b, acc, part, tot, bias);
         }
         store<NV, MaskAll, MaskLast>(tot, out, vout, m);
+    }
+
+    // Step t's vectors: tap t of the input vectors at offset `in`.
+    auto tap(std::size_t in) const {
+        return [xi = x + in, o = off](std::size_t t) { return xi + o[t]; };
     }
 
     // Stores the tile's sums r to the outputs of channel c, vector v.

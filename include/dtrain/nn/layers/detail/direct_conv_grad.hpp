@@ -133,16 +133,9 @@ struct DirectDxTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void one_chain(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
                                    __m256i m) const {
-        const float *d0 = dy + outp, *w = wb;
-        const std::size_t stride = pos;
         __m256 acc[TB][NV];
-        for (int t = 0; t < TB; ++t)
-            for (int v = 0; v < NV; ++v)
-                acc[t][v] = _mm256_setzero_ps();
-        std::size_t o = 0;
-        do  // channels >= 1; see DirectFwdTile
-            direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
-        while (++o < channels);
+        direct_chain<TB, NV, MaskAll, MaskLast>(acc, 0, channels, channel(outp), vout, wb,
+                                                m);  // channels >= 1
         add_to_dx<NV, MaskAll, MaskLast>(acc, in, vin, m);
     }
 
@@ -150,20 +143,17 @@ struct DirectDxTile {
     template <int NV, bool MaskAll, bool MaskLast>
     DTRAIN_AVX2_FMA void blocked(std::size_t in, std::size_t vin, std::size_t outp, std::size_t vout,
                                  __m256i m) const {
-        const float *d0 = dy + outp, *w = wb;
-        const std::size_t stride = pos;
         __m256 acc[TB][NV], part[TB][NV] = {}, tot[TB][NV] = {};
         for (SumBlocks b(channels); b.next();) {
-            for (int t = 0; t < TB; ++t)
-                for (int v = 0; v < NV; ++v)
-                    acc[t][v] = _mm256_setzero_ps();
-            std::size_t o = b.begin;
-            do  // chains are never empty
-                direct_fwd_step<TB, NV, MaskAll, MaskLast>(acc, d0 + o * stride, vout, w + o * TB, m);
-            while (++o < b.end);
+            direct_chain<TB, NV, MaskAll, MaskLast>(acc, b.begin, b.end, channel(outp), vout, wb, m);
             direct_chain_end(b, acc, part, tot, nullptr);
         }
         add_to_dx<NV, MaskAll, MaskLast>(tot, in, vin, m);
+    }
+
+    // Step o's vectors: channel o of dY's vectors at offset `outp`.
+    auto channel(std::size_t outp) const {
+        return [d0 = dy + outp, stride = pos](std::size_t o) { return d0 + o * stride; };
     }
 
     // Adds the tile's sums r to dX, in order: taps ki and ki + 1 of a column meet at vectors v + 1 and v.
