@@ -46,12 +46,17 @@ private:
     template <class A, class B>
     [[gnu::always_inline]] DTRAIN_AVX2_FMA static void chain(std::size_t t, std::size_t end, A a, B b,
                                                              __m256 (&acc)[mr][2]) {
-        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        DTRAIN_UNROLL
+        for (std::size_t i = 0; i < mr; ++i) {
+            acc[i][0] = _mm256_setzero_ps();
+            acc[i][1] = _mm256_setzero_ps();
+        }
         do {  // a chain is never empty; with a loop that may run 0 times, g++ -O3 keeps the accumulators in
               // memory
             const float* bt = b(t, 0);
             const __m256 b0 = _mm256_loadu_ps(bt), b1 = _mm256_loadu_ps(bt + 8);
-            DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+            DTRAIN_UNROLL
+            for (std::size_t i = 0; i < mr; ++i) {
                 const __m256 av = _mm256_broadcast_ss(a(i, t));
                 acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
                 acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
@@ -63,9 +68,13 @@ private:
     [[gnu::always_inline]] DTRAIN_AVX2_FMA static void add_store(const __m256 (&r)[mr][2], const float* init,
                                                                  bool from_init, float* buf,
                                                                  std::size_t ldbuf) {
-        DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) DTRAIN_UNROLL for (std::size_t h = 0; h < 2; ++h) {
-            float* d = buf + i * ldbuf + 8 * h;
-            _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(from_init ? init + 8 * h : d), r[i][h]));
+        DTRAIN_UNROLL
+        for (std::size_t i = 0; i < mr; ++i) {
+            DTRAIN_UNROLL
+            for (std::size_t h = 0; h < 2; ++h) {
+                float* d = buf + i * ldbuf + 8 * h;
+                _mm256_storeu_ps(d, _mm256_add_ps(_mm256_loadu_ps(from_init ? init + 8 * h : d), r[i][h]));
+            }
         }
     }
 
@@ -88,10 +97,14 @@ private:
         for (SumBlocks s(k); s.next();) {
             chain(s.begin, s.end, a, b, acc);
             if (s.first_in_part()) {
-                DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) part[i][0] = acc[i][0],
-                                                                   part[i][1] = acc[i][1];
+                DTRAIN_UNROLL
+                for (std::size_t i = 0; i < mr; ++i) {
+                    part[i][0] = acc[i][0];
+                    part[i][1] = acc[i][1];
+                }
             } else {
-                DTRAIN_UNROLL for (std::size_t i = 0; i < mr; ++i) {
+                DTRAIN_UNROLL
+                for (std::size_t i = 0; i < mr; ++i) {
                     part[i][0] = _mm256_add_ps(part[i][0], acc[i][0]);
                     part[i][1] = _mm256_add_ps(part[i][1], acc[i][1]);
                 }
@@ -123,16 +136,24 @@ private:
     template <class A, class B>
     [[gnu::always_inline]] DTRAIN_AVX512 static void chain(std::size_t t, std::size_t end, A a, B b,
                                                            __m512 (&acc)[MR][NB]) {
-        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j)
-            acc[i][j] = _mm512_setzero_ps();
+        DTRAIN_UNROLL
+        for (std::size_t i = 0; i < MR; ++i) {
+            DTRAIN_UNROLL
+            for (std::size_t j = 0; j < NB; ++j)
+                acc[i][j] = _mm512_setzero_ps();
+        }
         do {  // a chain is never empty; with a loop that may run 0 times, g++ -O3 keeps the accumulators in
               // memory
             __m512 bv[NB];
-            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) bv[j] = _mm512_loadu_ps(b(t, j));
-            DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i) {
+            DTRAIN_UNROLL
+            for (std::size_t j = 0; j < NB; ++j)
+                bv[j] = _mm512_loadu_ps(b(t, j));
+            DTRAIN_UNROLL
+            for (std::size_t i = 0; i < MR; ++i) {
                 const __m512 av = _mm512_set1_ps(*a(i, t));
-                DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) acc[i][j] =
-                    _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+                DTRAIN_UNROLL
+                for (std::size_t j = 0; j < NB; ++j)
+                    acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
             }
         } while (++t < end);
     }
@@ -141,11 +162,14 @@ private:
     [[gnu::always_inline]] DTRAIN_AVX512 static void add_store(const __m512 (&r)[MR][NB], const float* init,
                                                                bool from_init, float* buf,
                                                                std::size_t ldbuf) {
-        DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
-            DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) {
-            float* d = buf + i * ldbuf + j * implicit_nr;
-            _mm512_storeu_ps(d,
-                             _mm512_add_ps(_mm512_loadu_ps(from_init ? init + j * implicit_nr : d), r[i][j]));
+        DTRAIN_UNROLL
+        for (std::size_t i = 0; i < MR; ++i) {
+            DTRAIN_UNROLL
+            for (std::size_t j = 0; j < NB; ++j) {
+                float* d = buf + i * ldbuf + j * implicit_nr;
+                _mm512_storeu_ps(
+                    d, _mm512_add_ps(_mm512_loadu_ps(from_init ? init + j * implicit_nr : d), r[i][j]));
+            }
         }
     }
 
@@ -168,12 +192,19 @@ private:
         for (SumBlocks s(k); s.next();) {
             chain(s.begin, s.end, a, b, acc);
             if (s.first_in_part()) {
-                DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
-                    DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) part[i][j] = acc[i][j];
+                DTRAIN_UNROLL
+                for (std::size_t i = 0; i < MR; ++i) {
+                    DTRAIN_UNROLL
+                    for (std::size_t j = 0; j < NB; ++j)
+                        part[i][j] = acc[i][j];
+                }
             } else {
-                DTRAIN_UNROLL for (std::size_t i = 0; i < MR; ++i)
-                    DTRAIN_UNROLL for (std::size_t j = 0; j < NB; ++j) part[i][j] =
-                        _mm512_add_ps(part[i][j], acc[i][j]);
+                DTRAIN_UNROLL
+                for (std::size_t i = 0; i < MR; ++i) {
+                    DTRAIN_UNROLL
+                    for (std::size_t j = 0; j < NB; ++j)
+                        part[i][j] = _mm512_add_ps(part[i][j], acc[i][j]);
+                }
             }
             if (s.part_done()) add_store(part, init, s.first_part(), buf, ldbuf);
         }
