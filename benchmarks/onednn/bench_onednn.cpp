@@ -215,7 +215,7 @@ struct Pair {
         model.backward(grad);
         opt.step(model.parameters(), model.gradients());
     }
-    void dtrain_infer_step() { sink += model.forward(x).data()[0]; }
+    void dtrain_infer_step() { sink += model.infer(x).data()[0]; }  // what predict() and evaluate() run
 
     // The first step of both from the same weights: logits, gradients and updated weights compared. One
     // forward pass per side: in training mode each pass updates BatchNorm's running statistics.
@@ -300,7 +300,7 @@ struct Pair {
         infer.step();
         model.eval();
         std::printf("check %s inference_logits_max_abs_diff %.3g\n", name.c_str(),
-                    max_abs_diff(model.forward(x).data(), infer.logits(), nl));
+                    max_abs_diff(model.infer(x).data(), infer.logits(), nl));
         model.train();
     }
 

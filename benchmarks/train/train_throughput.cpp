@@ -1,8 +1,8 @@
 // Single-process throughput of the training step (forward, loss, backward, SGD step) and of inference
-// (forward in eval mode) for the SINGA CNN and the 784-512-256-10 MLP at batch 64 and the Needle ResNet9
-// at batch 128 (CIFAR-shaped input), next to the machine's own single-thread sgemm rate: on a 1024^3
-// product and on every GEMM the model's Conv2d and Dense layers run (forward, weight gradient, input
-// gradient), with their exact shapes and transposes.
+// (Model::infer(): the forward pass in eval mode) for the SINGA CNN and the 784-512-256-10 MLP at batch 64
+// and the Needle ResNet9 at batch 128 (CIFAR-shaped input), next to the machine's own single-thread sgemm
+// rate: on a 1024^3 product and on every GEMM the model's Conv2d and Dense layers run (forward, weight
+// gradient, input gradient), with their exact shapes and transposes.
 //
 // Usage: OPENBLAS_NUM_THREADS=1 bench_train_throughput [--models cnn,mlp,resnet9] [--modes train,infer]
 //                                                      [--steps N] [--reps R] [--batch B] [--no-gemm]
@@ -167,7 +167,7 @@ double run_steps(dtrain::Model<float>& model, dtrain::SGD<float>& opt, std::size
     float sink = 0;
     auto step = [&] {
         if (!train) {
-            sink += model.forward(x).data()[0];
+            sink += model.infer(x).data()[0];
             return;
         }
         model.zero_grad();

@@ -51,8 +51,8 @@ struct takes_targets<Loss, std::void_t<decltype(std::declval<const Loss&>().comp
                                std::declval<const Tensor<float>&>(), std::declval<TargetsArgument>(),
                                std::declval<Tensor<float>&>()))>> : std::true_type {};
 
-/// Loss sum, correct count and sample count of `model` (in eval mode, restored after) on the samples
-/// [first, last) of `data`, in batches of `batch_size`.
+/// Loss sum, correct count and sample count of `model` (by Model::infer(): eval mode, the model's mode left
+/// as it is) on the samples [first, last) of `data`, in batches of `batch_size`.
 template <class Loss>
 std::vector<double> evaluate_range(Model<float>& model, const Loss& loss, const Dataset& data,
                                    std::size_t first, std::size_t last, std::size_t batch_size) {
@@ -65,10 +65,8 @@ std::vector<double> evaluate_range(Model<float>& model, const Loss& loss, const 
     lo.shuffle = false;
     DataLoader loader(data, std::move(indices), lo);
     Tensor<float> grad;
-    const bool training = model.training();
-    model.eval();
     for (loader.start_epoch(0); loader.next();) {
-        const Tensor<float>& out = model.forward(loader.features());
+        const Tensor<float>& out = model.infer(loader.features());
         const double n = double(loader.current_batch_size());
         if (loader.has_targets()) {
             if constexpr (takes_targets<Loss>::value)  // else evaluate() has thrown
@@ -79,7 +77,6 @@ std::vector<double> evaluate_range(Model<float>& model, const Loss& loss, const 
         }
         sums[2] += n;
     }
-    if (training) model.train();
     return sums;
 }
 
@@ -109,7 +106,8 @@ Evaluation evaluate_shared(Model<float>& model, const Loss& loss, const Dataset&
 }  // namespace detail
 
 /// The loss (`loss.compute()`'s batch mean, averaged over samples) and accuracy of `dist.model()` on every
-/// sample of `data`, in eval mode (the model's mode is restored), identical on every rank that takes part.
+/// sample of `data`, in eval mode (by Model::infer(); the model's mode stays as it is), identical on every
+/// rank that takes part.
 /// Works under every policy:
 /// - synchronous policies: collective over all ranks, each evaluates its part of the data set;
 /// - Async inside run() (the worker loop): collective over the workers, each with its current parameters;

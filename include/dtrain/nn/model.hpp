@@ -20,6 +20,7 @@
 #include <dtrain/core/span.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/grad_reporting.hpp>
+#include <dtrain/nn/inference_plan.hpp>
 #include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
 #include <dtrain/nn/sequential.hpp>
@@ -147,13 +148,25 @@ public:
         return seq_.forward(x, training_);
     }
 
+    /// The outputs of the batch `x` in evaluation mode, whatever the model's mode, for inference only:
+    /// bitwise those of forward() in eval mode, with runs of Dense layers (each optionally followed by ReLU)
+    /// computed on transposed activations where Dense runs its AVX-512 GEMM (nn/inference_plan.hpp). Keeps
+    /// nothing for backward(), which throws until the next forward(). predict() and evaluate() run it.
+    const Tensor<T>& infer(const Tensor<T>& x) {
+        DTRAIN_CHECK(!seq_.empty(), "Model::infer: the model has no layers");
+        detail::check_batch_shape(x, input_shape_, "Model::infer");
+        input_ = nullptr;
+        return plan_.run(seq_, x);
+    }
+
     /// Back-propagates `grad_output` (dLoss/doutput of the last forward()), ADDING parameter gradients
     /// into gradients(). Layers run last to first; after layer i is done the grad-ready hook, if set, is
     /// called with i (before that, layers that compute their gradient in parts call the partial-gradient
     /// hook, if set, with each finished part). Returns dLoss/dinput only if `need_input_grad`, otherwise
     /// an empty tensor.
     const Tensor<T>& backward(const Tensor<T>& grad_output, bool need_input_grad = false) {
-        DTRAIN_CHECK(input_ != nullptr, "Model::backward: call forward() first");
+        DTRAIN_CHECK(input_ != nullptr,
+                     "Model::backward: call forward() first (infer() keeps nothing for it)");
         const Tensor<T>& out = seq_.output(seq_.num_layers() - 1);
         DTRAIN_CHECK(grad_output.shape() == out.shape(), "Model::backward: gradient of shape ",
                      detail::shape_str(grad_output.shape()), " does not match the output shape ",
@@ -338,6 +351,7 @@ private:
     std::vector<T> state_;
     Tensor<T> input_grad_;  // dLoss/dinput of the last backward() that asked for it
     const Tensor<T>* input_ = nullptr;
+    detail::InferencePlan<T> plan_;  // infer()'s scratch (not copied or moved: it holds no state)
     Rng rng_;
     bool training_ = true;
     GradReadyHook hook_;

@@ -14,10 +14,11 @@
 
 namespace dtrain {
 
-/// The outputs of `model` for every sample of `x` (shape [N, input shape...]), computed in eval mode
-/// (dropout off, BatchNorm's running statistics; the model's mode is restored) in batches of `batch_size`:
-/// a tensor of shape [N, output shape...]. Local to this process (no communication). Throws dtrain::Error
-/// when `x` does not hold samples of the model's input shape or batch_size is 0.
+/// The outputs of `model` for every sample of `x` (shape [N, input shape...]), computed by Model::infer()
+/// in batches of `batch_size`: in eval mode (dropout off, BatchNorm's running statistics) whatever the
+/// model's mode, which stays as it was. A tensor of shape [N, output shape...]. Local to this process (no
+/// communication). Throws dtrain::Error when `x` does not hold samples of the model's input shape or
+/// batch_size is 0.
 template <class T>
 Tensor<T> predict(Model<T>& model, const Tensor<T>& x, std::size_t batch_size = 256) {
     DTRAIN_CHECK(batch_size > 0, "predict: batch_size must be > 0");
@@ -26,16 +27,13 @@ Tensor<T> predict(Model<T>& model, const Tensor<T>& x, std::size_t batch_size = 
                       out = shape_size(model.output_shape());
     Tensor<T> result = Tensor<T>::from_shape(batch_shape(n, model.output_shape()));
     Tensor<T> batch;
-    const bool training = model.training();
-    model.eval();
     for (std::size_t first = 0; first < n; first += batch_size) {
         const std::size_t rows = std::min(batch_size, n - first);
         if (batch.size() != rows * in) batch = Tensor<T>::from_shape(batch_shape(rows, model.input_shape()));
         std::copy(x.data() + first * in, x.data() + (first + rows) * in, batch.data());
-        const Tensor<T>& y = model.forward(batch);
+        const Tensor<T>& y = model.infer(batch);
         std::copy(y.data(), y.data() + rows * out, result.data() + first * out);
     }
-    if (training) model.train();
     return result;
 }
 

@@ -192,6 +192,12 @@ public:
         return outs_.back();
     }
 
+    /// Runs layer i alone on `in` into its output (as forward() does) and returns that output.
+    const Tensor<T>& forward_layer(std::size_t i, const Tensor<T>& in, bool training) {
+        layer(i).forward(in, outs_[i], training);
+        return outs_[i];
+    }
+
     /// Output of layer i in the last forward() (checked; empty before the first).
     const Tensor<T>& output(std::size_t i) const {
         DTRAIN_CHECK(i < outs_.size(), owner_, "::output: index ", i, " out of range (", outs_.size(),

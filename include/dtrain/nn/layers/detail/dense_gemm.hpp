@@ -235,6 +235,25 @@ DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t 
             y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
 }
 
+/// c[i][j] = c[i][j] + bias[i] for the `rows` x n matrix c (row stride ldc), then, when `relu`, x < 0 ? 0 :
+/// x (ReLU's ReluFn: NaN and -0.0 pass through): Dense's bias add and the ReLU after it, applied to a product
+/// kept as [out, batch] (nn/inference_plan.hpp). Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void add_bias_rows_avx512(std::size_t rows, std::size_t n, float* c,
+                                                      std::size_t ldc, const float* bias, bool relu) {
+    const __m512 zero = _mm512_setzero_ps();
+    const __mmask16 tail = __mmask16((1u << (n % 16)) - 1);
+    for (std::size_t i = 0; i < rows; ++i) {
+        float* ci = c + i * ldc;
+        const __m512 b = _mm512_set1_ps(bias[i]);
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : tail;
+            __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci + j), b);
+            if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), zero);
+            _mm512_mask_storeu_ps(ci + j, m, x);
+        }
+    }
+}
+
 #else  // no kernels on this target: gemm_avx512_available() is false, and these are never called
 
 inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
@@ -245,6 +264,11 @@ inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float
 inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
                              const float*) {
     throw std::logic_error("transpose_avx512: not compiled for this target (check gemm_avx512_available())");
+}
+
+inline void add_bias_rows_avx512(std::size_t, std::size_t, float*, std::size_t, const float*, bool) {
+    throw std::logic_error(
+        "add_bias_rows_avx512: not compiled for this target (check gemm_avx512_available())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH

@@ -1,0 +1,118 @@
+#pragma once
+
+/// @file
+/// The forward pass of Model::infer(): every layer's eval-mode forward, except that a run of Dense<float>
+/// layers, each optionally followed by ReLU, is computed on transposed activations where Dense runs the
+/// AVX-512 GEMM (GemmAvx512Dense). Dense's forward transposes its input to [in, batch] and its product back
+/// to [batch, out] on every call; a run transposes its input once, keeps every product as [out, batch],
+/// adds the bias and applies the ReLU there, reads it as the next layer's transposed input, and transposes
+/// only the last product back. The products, bias adds and ReLUs are the layers' own operations in the same
+/// order, so the outputs are bitwise those of Model::forward() in eval mode.
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include <dtrain/core/tensor.hpp>
+#include <dtrain/nn/kernels/compute_threads.hpp>
+#include <dtrain/nn/kernels/dense_algorithms.hpp>
+#include <dtrain/nn/layers/activation.hpp>
+#include <dtrain/nn/layers/dense.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/sequential.hpp>
+
+namespace dtrain::detail {
+
+/// Model::infer()'s pass over a Sequential: the runs of Dense(+ReLU) layers fused as described above, the
+/// other layers through Sequential::forward_layer(). Holds only scratch: which layers form a run is read
+/// from the sequence on every call (a few casts), so a plan never refers to layers that have changed.
+template <class T>
+class InferencePlan {
+public:
+    /// The eval-mode output of `seq` for the batch x ([batch, ...], checked by the caller).
+    const Tensor<T>& run(Sequential<T>& seq, const Tensor<T>& x) {
+        const Tensor<T>* cur = &x;
+        for (std::size_t i = 0; i < seq.num_layers();) {
+            const std::size_t end = dense_run_end(seq, i, x.shape()[0]);
+            if (end > i) {
+                cur = &dense_run(seq, i, end, *cur);
+                i = end;
+            } else {
+                cur = &seq.forward_layer(i, *cur, false);
+                ++i;
+            }
+        }
+        return *cur;
+    }
+
+    /// The end of the run of Dense layers (each optionally followed by ReLU) that run() fuses from layer i
+    /// of `seq` for a batch of n, or i when none starts there: T is not float, the layers run on more than
+    /// one thread (compute_threads(): Dense then splits the batch), a Dense does not run the AVX-512 GEMM,
+    /// or the run is a lone Dense (nothing to save).
+    static std::size_t dense_run_end(Sequential<T>& seq, std::size_t i, std::size_t n) {
+        if constexpr (!std::is_same_v<T, float>) {
+            return i;
+        } else {
+            if (compute_threads() != 1) return i;
+            std::size_t end = i;
+            while (end < seq.num_layers()) {
+                const auto* d = dynamic_cast<const Dense<float>*>(&seq.layer(end));
+                if (d == nullptr || !runs_gemm_avx512(*d, n)) break;
+                ++end;
+                if (end < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(end)) != nullptr)
+                    ++end;
+            }
+            return end - i >= 2 ? end : i;
+        }
+    }
+
+private:
+    // True when Dense `d` computes a batch of n with GemmAvx512Dense (its forward: dense_forward_avx512()).
+    static bool runs_gemm_avx512(const Dense<float>& d, std::size_t n) {
+        return choose_dense_algorithm<float>(DenseProblem{n, d.in_features(), d.out_features()}).name ==
+               GemmAvx512Dense::label;
+    }
+
+    // Layers [begin, end) of `seq` (a run found by dense_run_end()) on the batch x [n, in].
+    const Tensor<T>& dense_run(Sequential<T>& seq, std::size_t begin, std::size_t end, const Tensor<T>& x) {
+        if constexpr (std::is_same_v<T, float>) {
+            const std::size_t n = x.shape()[0];
+            std::size_t widest = 0;
+            for (std::size_t i = begin; i < end; ++i)
+                if (const auto* d = dynamic_cast<const Dense<float>*>(&seq.layer(i)))
+                    widest = std::max({widest, d->in_features(), d->out_features()});
+            a_.resize(widest * n);
+            b_.resize(widest * n);
+            float *in = a_.data(), *out = b_.data();
+            auto& first = static_cast<Dense<float>&>(seq.layer(begin));
+            transpose_avx512(n, first.in_features(), x.data(), first.in_features(), in, n, nullptr);
+            for (std::size_t i = begin; i < end;) {
+                auto& d = static_cast<Dense<float>&>(seq.layer(i));
+                const std::size_t fi = d.in_features(), fo = d.out_features();
+                const bool relu =
+                    i + 1 < end && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;
+                i += relu ? 2 : 1;
+                gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n);
+                const float* bias = d.bias().data();
+                if (i == end) {  // the last product: transposed back with its bias, as Dense's forward does
+                    if (out_.dimension() != 2 || out_.shape()[0] != n || out_.shape()[1] != fo)
+                        out_ = Tensor<T>::from_shape({n, fo});
+                    transpose_avx512(fo, n, out, n, out_.data(), fo, bias);
+                    if (relu)
+                        for (float& v : out_)
+                            v = ReluFn::f(v);
+                    return out_;
+                }
+                add_bias_rows_avx512(fo, n, out, n, bias, relu);
+                std::swap(in, out);
+            }
+        }
+        return out_;  // not reached: a run ends with a product
+    }
+
+    std::vector<float> a_, b_;  // the transposed activations, [features, batch], in turn input and output
+    Tensor<T> out_;             // the run's output [batch, out]
+};
+
+}  // namespace dtrain::detail
