@@ -1,11 +1,9 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <iomanip>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -21,8 +19,8 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/inference_plan.hpp>
-#include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/model_summary.hpp>
 #include <dtrain/nn/sequential.hpp>
 
 namespace dtrain {
@@ -284,34 +282,10 @@ public:
     /// The generator used to initialise layers (also usable for seeded dropout masks).
     Rng& rng() { return rng_; }
 
-    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals. Each
-    /// column is as wide as its longest entry needs (at least 28, 22 and 12 characters), so columns stay
-    /// at least two spaces apart however long a layer's name or shape is. Then, for the layers that have
-    /// several ways to compute (DescribesKernels), the kernels each runs on this CPU under DTRAIN_KERNELS.
-    void summary(std::ostream& os) const {
-        auto batch = [](const Shape& s) { return "[batch, " + detail::shape_str(s).substr(1); };
-        std::vector<std::array<std::string, 3>> rows = {{"Layer", "Output shape", "Params"},
-                                                        {"Input", batch(input_shape_), "0"}};
-        for (std::size_t i = 0; i < seq_.num_layers(); ++i)
-            rows.push_back(
-                {seq_.layer(i).name(), batch(shapes_[i]), std::to_string(parameter_ranges()[i].size)});
-        std::array<std::size_t, 3> w = {28, 22, 12};
-        for (const auto& r : rows)
-            for (std::size_t c = 0; c < 3; ++c)
-                w[c] = std::max(w[c], r[c].size() + 2);
-        const std::size_t width = w[0] + w[1] + w[2];
-        for (std::size_t k = 0; k < rows.size(); ++k) {
-            os << std::left << std::setw(int(w[0])) << rows[k][0] << std::setw(int(w[1])) << rows[k][1]
-               << std::right << std::setw(int(w[2])) << rows[k][2] << '\n';
-            if (k == 0) os << std::string(width, '-') << '\n';
-        }
-        os << std::string(width, '=') << '\n'
-           << "Total parameters: " << params_.size() << "  (non-trainable state: " << state_.size() << ")\n";
-        for (std::size_t i = 0; i < seq_.num_layers(); ++i) {
-            const std::string k = kernels_of(seq_.layer(i), i == 0 ? input_shape_ : shapes_[i - 1]);
-            if (!k.empty()) os << "Kernels of " << seq_.layer(i).name() << ": " << k << '\n';
-        }
-    }
+    /// Writes a Keras-like table: layer, output shape and parameter count per layer, and the totals
+    /// (nn/model_summary.hpp). Then, for the layers that have several ways to compute (DescribesKernels),
+    /// the kernels each runs on this CPU under DTRAIN_KERNELS.
+    void summary(std::ostream& os) const { detail::write_model_summary(os, *this); }
 
     /// summary() as a string.
     std::string summary() const {
