@@ -5,6 +5,7 @@
 /// for a reduction, a parameter-server receive) opens an OperationScope, so the stall watchdog
 /// (core/watchdog.hpp) can tell how long this rank has waited and in what, and describe it to other ranks.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +55,30 @@ struct OperationRecord {
 inline OperationRecord& operation_record() {
     static OperationRecord record;
     return record;
+}
+
+/// "DistOptimizer::step (step 12)" or "Ring::wait": one open operation as the watchdog names it.
+inline std::string describe_frame(const OperationRecord::Frame& f) {
+    std::string s = f.name;
+    if (f.what != nullptr) s += concat("::", f.what);
+    if (f.step != no_step) s += concat(" (step ", f.step, ")");
+    return s;
+}
+
+/// "DistOptimizer::step (step 12) > Ring all-reduce" for the open operations, or "" when there are none.
+/// Requires r.mutex.
+inline std::string describe_operations(const OperationRecord& r) {
+    std::string s;
+    for (int i = 0; i < std::min(r.depth, OperationRecord::max_depth); ++i)
+        s += (i > 0 ? " > " : "") + describe_frame(r.frames[i]);
+    return s;
+}
+
+/// "DistOptimizer::step (step 12)": the outermost open operation, which tells where a rank stands (ranks in
+/// the same outermost operation have arrived at the same place even when their inner waits differ), or ""
+/// when there is none. Requires r.mutex.
+inline std::string describe_outermost(const OperationRecord& r) {
+    return r.depth == 0 ? std::string() : describe_frame(r.frames[0]);
 }
 
 /// The stall timeout in seconds from DTRAIN_STALL_TIMEOUT: unset = 300; "0" or "off" = no watchdog (0).

@@ -28,31 +28,6 @@ namespace dtrain {
 
 namespace detail {
 
-/// "DistOptimizer::step (step 12) > Ring all-reduce" for the open operations, or "" when there are none.
-/// Requires r.mutex.
-inline std::string describe_operations(const OperationRecord& r) {
-    std::string s;
-    for (int i = 0; i < std::min(r.depth, OperationRecord::max_depth); ++i) {
-        if (i > 0) s += " > ";
-        s += r.frames[i].name;
-        if (r.frames[i].what != nullptr) s += concat("::", r.frames[i].what);
-        if (r.frames[i].step != no_step) s += concat(" (step ", r.frames[i].step, ")");
-    }
-    return s;
-}
-
-/// "DistOptimizer::step (step 12)": the outermost open operation, which tells where a rank stands (ranks in
-/// the same outermost operation have arrived at the same place even when their inner waits differ), or ""
-/// when there is none. Requires r.mutex.
-inline std::string describe_outermost(const OperationRecord& r) {
-    if (r.depth == 0) return "";
-    const OperationRecord::Frame& f = r.frames[0];
-    std::string s = f.name;
-    if (f.what != nullptr) s += concat("::", f.what);
-    if (f.step != no_step) s += concat(" (step ", f.step, ")");
-    return s;
-}
-
 /// True when world rank `world` belongs to `comm` (or `comm` is not known). Requires the frame's owner to
 /// keep `comm` alive (the record's mutex held).
 inline bool comm_has_world_rank(MPI_Comm comm, int world) {
