@@ -5,9 +5,10 @@
 /// layers, each optionally followed by ReLU, is computed on transposed activations where Dense runs the
 /// AVX-512 GEMM (GemmAvx512Dense). Dense's forward transposes its input to [in, batch] and its product back
 /// to [batch, out] on every call; a run transposes its input once, keeps every product as [out, batch],
-/// adds the bias and applies the ReLU there, reads it as the next layer's transposed input, and transposes
-/// only the last product back. The products, bias adds and ReLUs are the layers' own operations in the same
-/// order, so the outputs are bitwise those of Model::forward() in eval mode.
+/// adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads it as the next layer's
+/// transposed input, and transposes only the last product back. The products, bias adds and ReLUs are the
+/// layers' own operations in the same order, so the outputs are bitwise those of Model::forward() in eval
+/// mode.
 
 #include <algorithm>
 #include <cstddef>
@@ -59,15 +60,18 @@ public:
             while (end < seq.num_layers()) {
                 const auto* d = dynamic_cast<const Dense<float>*>(&seq.layer(end));
                 if (d == nullptr || !runs_gemm_avx512(*d, n)) break;
-                ++end;
-                if (end < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(end)) != nullptr)
-                    ++end;
+                end += relu_follows(seq, end) ? 2 : 1;
             }
             return end - i >= 2 ? end : i;
         }
     }
 
 private:
+    // True when layer i + 1 of `seq` is a ReLU<float> (which a run takes with the Dense at i).
+    static bool relu_follows(Sequential<T>& seq, std::size_t i) {
+        return i + 1 < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;
+    }
+
     // True when Dense `d` computes a batch of n with GemmAvx512Dense (its forward: dense_forward_avx512()).
     static bool runs_gemm_avx512(const Dense<float>& d, std::size_t n) {
         return choose_dense_algorithm<float>(DenseProblem{n, d.in_features(), d.out_features()}).name ==
@@ -90,12 +94,11 @@ private:
             for (std::size_t i = begin; i < end;) {
                 auto& d = static_cast<Dense<float>&>(seq.layer(i));
                 const std::size_t fi = d.in_features(), fo = d.out_features();
-                const bool relu =
-                    i + 1 < end && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;
+                const bool relu = relu_follows(seq, i);  // then the run holds it (dense_run_end)
                 i += relu ? 2 : 1;
-                gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n);
                 const float* bias = d.bias().data();
                 if (i == end) {  // the last product: transposed back with its bias, as Dense's forward does
+                    gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n);
                     if (out_.dimension() != 2 || out_.shape()[0] != n || out_.shape()[1] != fo)
                         out_ = Tensor<T>::from_shape({n, fo});
                     transpose_avx512(fo, n, out, n, out_.data(), fo, bias);
@@ -104,7 +107,9 @@ private:
                             v = ReluFn::f(v);
                     return out_;
                 }
-                add_bias_rows_avx512(fo, n, out, n, bias, relu);
+                // the bias and the ReLU applied as each product is stored
+                gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n,
+                            GemmEpilogue{bias, relu});
                 std::swap(in, out);
             }
         }

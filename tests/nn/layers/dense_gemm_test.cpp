@@ -77,6 +77,46 @@ TEST_CASE("gemm_avx512: every element is the blocked sum of summation.hpp over k
     }
 }
 
+TEST_CASE("gemm_avx512: the epilogue adds each row's bias, then applies ReLU, once, to the stored value",
+          "[nn][dense][avx512]") {
+    if (!dtrain::detail::cpu_has_avx512f()) {
+        WARN("this CPU has no AVX-512F: gemm_avx512 not run (Dense<float> uses BLAS here)");
+        return;
+    }
+    // Row tiles with rows left, masked strips, k = 0, one chain, several chains, several partial sums (where
+    // applying it to each partial sum's store would add the bias twice); about half the values negative.
+    struct Case {
+        std::size_t m, n, k;
+    };
+    const std::vector<Case> cases = {{7, 65, 3}, {13, 100, 300}, {5, 48, 0}, {9, 70, 2100}, {512, 64, 37}};
+    Rng rng(47);
+    for (const auto& cs : cases)
+        for (const bool acc : {false, true})
+            for (const bool relu : {false, true}) {
+                const std::size_t m = cs.m, n = cs.n, k = cs.k, ldc = n + 5;
+                const auto a = random_floats(m * k + 1, rng), b = random_floats(k * n + 1, rng);
+                const auto bias = random_floats(m, rng), c0 = random_floats(m * ldc, rng);
+                std::vector<float> plain = c0, fused = c0;
+                dtrain::detail::gemm_avx512(acc, m, n, k, a.data(), k, 1, b.data(), n, plain.data(), ldc);
+                dtrain::detail::gemm_avx512(acc, m, n, k, a.data(), k, 1, b.data(), n, fused.data(), ldc,
+                                            dtrain::detail::GemmEpilogue{bias.data(), relu});
+                INFO("m=" << m << " n=" << n << " k=" << k << " accumulate=" << acc << " relu=" << relu);
+                std::size_t wrong = 0, zeros = 0, touched = 0;
+                for (std::size_t i = 0; i < m; ++i) {
+                    for (std::size_t j = 0; j < n; ++j) {
+                        const float x = plain[i * ldc + j] + bias[i], r = relu && x < 0.0f ? 0.0f : x;
+                        wrong += fused[i * ldc + j] != r;
+                        zeros += fused[i * ldc + j] == 0.0f;
+                    }
+                    for (std::size_t j = n; j < ldc; ++j)
+                        touched += fused[i * ldc + j] != c0[i * ldc + j];
+                }
+                CHECK(wrong == 0);
+                CHECK(touched == 0);
+                CHECK((zeros > 0) == relu);  // ReLU met negative values
+            }
+}
+
 TEST_CASE("gemm_avx512: Dense 16384 -> 64 stays near the float64 result, where one chain of FMAs does not",
           "[nn][dense][avx512]") {
     if (!dtrain::detail::cpu_has_avx512f()) {

@@ -30,16 +30,30 @@ inline bool gemm_avx512_available() {
     return kernel_set() == KernelSet::native && cpu_has_avx512f();
 }
 
+/// What gemm_avx512() applies to each element of C as it stores its final value: + bias[row] when bias is not
+/// null, then, when relu, x < 0 ? 0 : x (ReLU's ReluFn: NaN and -0.0 pass through). Dense's bias add and
+/// the ReLU after it, on a product kept as [out, batch] (nn/inference_plan.hpp), in the same operations as
+/// a separate pass would make.
+struct GemmEpilogue {
+    /// One value per row of C, or null.
+    const float* bias = nullptr;
+    /// Apply ReLU after the bias.
+    bool relu = false;
+};
+
 #ifdef DTRAIN_X86_DISPATCH
 
 // Rows per register tile and the columns of one strip (4 vectors of 16).
 constexpr std::size_t dense_tile_rows = 6;
 constexpr std::size_t dense_strip = 64;
 
-// C = (Acc ? C : 0) + r for rows [0, MR) x NV vectors of 16 columns (the last one masked by m).
+// C = (Acc ? C : 0) + r for rows [0, MR) x NV vectors of 16 columns (the last one masked by m), then the
+// epilogue e (rows from row 0 of the tile).
 template <int MR, int NV, bool Acc>
 [[gnu::always_inline]] DTRAIN_AVX512 inline void dense_gemm_store(const __m512 (&r)[MR][NV], float* c,
-                                                                  std::size_t ldc, __mmask16 m) {
+                                                                  std::size_t ldc, __mmask16 m,
+                                                                  GemmEpilogue e) {
+    const __m512 zero = _mm512_setzero_ps();
     DTRAIN_UNROLL
     for (int i = 0; i < MR; ++i) {
         DTRAIN_UNROLL
@@ -47,6 +61,8 @@ template <int MR, int NV, bool Acc>
             float* ci = c + i * ldc + 16 * v;
             __m512 x = r[i][v];
             if (Acc) x = _mm512_add_ps(v + 1 == NV ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci), x);
+            if (e.bias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(e.bias[i]));
+            if (e.relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), zero);
             if (v + 1 == NV)
                 _mm512_mask_storeu_ps(ci, m, x);
             else
@@ -63,7 +79,7 @@ template <int MR, int NV, bool Acc>
 template <int MR, int NV, bool Acc, bool One>
 DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::size_t ars, std::size_t aks,
                                           const float* b, std::size_t ldb, float* c, std::size_t ldc,
-                                          __mmask16 m) {
+                                          __mmask16 m, GemmEpilogue e) {
     __m512 part[MR][NV] = {};
     std::size_t p = 0;
     do {  // k >= 1; with a loop that may run 0 times, g++ -O3 keeps the accumulators in memory
@@ -92,7 +108,7 @@ DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::si
                 }
             }
         } while (++p < end);
-        if constexpr (One) return dense_gemm_store<MR, NV, Acc>(acc, c, ldc, m);
+        if constexpr (One) return dense_gemm_store<MR, NV, Acc>(acc, c, ldc, m, e);
         DTRAIN_UNROLL
         for (int i = 0; i < MR; ++i) {
             DTRAIN_UNROLL
@@ -100,30 +116,38 @@ DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::si
                 part[i][v] = first ? acc[i][v] : _mm512_add_ps(part[i][v], acc[i][v]);
         }
     } while (p < k);
-    dense_gemm_store<MR, NV, Acc>(part, c, ldc, m);
+    dense_gemm_store<MR, NV, Acc>(part, c, ldc, m, e);
+}
+
+// The epilogue e for the tile from row i.
+inline GemmEpilogue dense_rows_from(GemmEpilogue e, std::size_t i) {
+    if (e.bias != nullptr) e.bias += i;
+    return e;
 }
 
 // All rows of one strip of NV vectors: tiles of 6 rows, then one of the 1-5 rows left.
 template <int NV, bool Acc, bool One>
 DTRAIN_AVX512 inline void dense_gemm_strip(std::size_t m, std::size_t k, const float* a, std::size_t ars,
                                            std::size_t aks, const float* b, std::size_t ldb, float* c,
-                                           std::size_t ldc, __mmask16 mask) {
+                                           std::size_t ldc, __mmask16 mask, GemmEpilogue e) {
     std::size_t i = 0;
     for (; i + dense_tile_rows <= m; i += dense_tile_rows)
-        dense_gemm_tile<6, NV, Acc, One>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask);
+        dense_gemm_tile<6, NV, Acc, One>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask,
+                                         dense_rows_from(e, i));
     const float* ai = a + i * ars;
     float* ci = c + i * ldc;
+    const GemmEpilogue ei = dense_rows_from(e, i);
     switch (m - i) {
         case 5:
-            return dense_gemm_tile<5, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<5, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 4:
-            return dense_gemm_tile<4, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<4, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 3:
-            return dense_gemm_tile<3, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<3, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 2:
-            return dense_gemm_tile<2, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<2, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 1:
-            return dense_gemm_tile<1, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask);
+            return dense_gemm_tile<1, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         default:
             return;
     }
@@ -132,19 +156,19 @@ DTRAIN_AVX512 inline void dense_gemm_strip(std::size_t m, std::size_t k, const f
 template <bool Acc, bool One>
 DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::size_t k, const float* a,
                                             std::size_t ars, std::size_t aks, const float* b, std::size_t ldb,
-                                            float* c, std::size_t ldc) {
+                                            float* c, std::size_t ldc, GemmEpilogue e) {
     for (std::size_t j = 0; j < n; j += dense_strip) {
         const std::size_t w = n - j < dense_strip ? n - j : dense_strip, nv = (w + 15) / 16,
                           last = w - 16 * (nv - 1);
         const __mmask16 mask = last == 16 ? __mmask16(0xffff) : __mmask16((1u << last) - 1);
         if (nv == 4)
-            dense_gemm_strip<4, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<4, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else if (nv == 3)
-            dense_gemm_strip<3, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<3, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else if (nv == 2)
-            dense_gemm_strip<2, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<2, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else
-            dense_gemm_strip<1, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask);
+            dense_gemm_strip<1, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
     }
 }
 
@@ -153,25 +177,31 @@ DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::s
 /// over p in the fixed blocks of summation.hpp (super-blocks of sum_super_block added into C in order, each
 /// the in-order sum of its blocks' chains), whatever its place in C: deterministic, the error of a float
 /// sum grows with the square root of the block lengths rather than of k, and a row of C does not depend on
-/// the other rows (nor a column on the other columns). Requires cpu_has_avx512f().
+/// the other rows (nor a column on the other columns). The epilogue `e` (none by default) applies to each
+/// element's final value as it is stored. Requires cpu_has_avx512f().
 DTRAIN_AVX512_KERNEL inline void gemm_avx512(bool accumulate, std::size_t m, std::size_t n, std::size_t k,
                                              const float* a, std::size_t ars, std::size_t aks, const float* b,
-                                             std::size_t ldb, float* c, std::size_t ldc) {
-    if (k == 0) {  // C = (accumulate ? C : 0)
-        if (!accumulate)
-            for (std::size_t i = 0; i < m; ++i)
-                std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+                                             std::size_t ldb, float* c, std::size_t ldc,
+                                             GemmEpilogue e = {}) {
+    if (k == 0) {  // C = (accumulate ? C : 0), then the epilogue
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                float x = accumulate ? c[i * ldc + j] : 0.0f;
+                if (e.bias != nullptr) x += e.bias[i];
+                c[i * ldc + j] = e.relu && x < 0.0f ? 0.0f : x;
+            }
         return;
     }
     if (k <= sum_block)
-        return accumulate ? dense_gemm_strips<true, true>(m, n, k, a, ars, aks, b, ldb, c, ldc)
-                          : dense_gemm_strips<false, true>(m, n, k, a, ars, aks, b, ldb, c, ldc);
+        return accumulate ? dense_gemm_strips<true, true>(m, n, k, a, ars, aks, b, ldb, c, ldc, e)
+                          : dense_gemm_strips<false, true>(m, n, k, a, ars, aks, b, ldb, c, ldc, e);
     for (std::size_t p = 0; p < k; p += sum_super_block) {
         const std::size_t kb = k - p < sum_super_block ? k - p : sum_super_block;
+        const GemmEpilogue ep = p + kb == k ? e : GemmEpilogue{};  // on the last partial sum's store only
         if (accumulate || p > 0)
-            dense_gemm_strips<true, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc);
+            dense_gemm_strips<true, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc, ep);
         else
-            dense_gemm_strips<false, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc);
+            dense_gemm_strips<false, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc, ep);
     }
 }
 
@@ -235,40 +265,16 @@ DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t 
             y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
 }
 
-/// c[i][j] = c[i][j] + bias[i] for the `rows` x n matrix c (row stride ldc), then, when `relu`, x < 0 ? 0 :
-/// x (ReLU's ReluFn: NaN and -0.0 pass through): Dense's bias add and the ReLU after it, applied to a product
-/// kept as [out, batch] (nn/inference_plan.hpp). Requires cpu_has_avx512f().
-DTRAIN_AVX512_KERNEL inline void add_bias_rows_avx512(std::size_t rows, std::size_t n, float* c,
-                                                      std::size_t ldc, const float* bias, bool relu) {
-    const __m512 zero = _mm512_setzero_ps();
-    const __mmask16 tail = __mmask16((1u << (n % 16)) - 1);
-    for (std::size_t i = 0; i < rows; ++i) {
-        float* ci = c + i * ldc;
-        const __m512 b = _mm512_set1_ps(bias[i]);
-        for (std::size_t j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : tail;
-            __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, ci + j), b);
-            if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), zero);
-            _mm512_mask_storeu_ps(ci + j, m, x);
-        }
-    }
-}
-
 #else  // no kernels on this target: gemm_avx512_available() is false, and these are never called
 
 inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
-                        const float*, std::size_t, float*, std::size_t) {
+                        const float*, std::size_t, float*, std::size_t, GemmEpilogue = {}) {
     throw std::logic_error("gemm_avx512: not compiled for this target (check gemm_avx512_available())");
 }
 
 inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
                              const float*) {
     throw std::logic_error("transpose_avx512: not compiled for this target (check gemm_avx512_available())");
-}
-
-inline void add_bias_rows_avx512(std::size_t, std::size_t, float*, std::size_t, const float*, bool) {
-    throw std::logic_error(
-        "add_bias_rows_avx512: not compiled for this target (check gemm_avx512_available())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH
