@@ -96,20 +96,15 @@ private:
                 const std::size_t fi = d.in_features(), fo = d.out_features();
                 const bool relu = relu_follows(seq, i);  // then the run holds it (dense_run_end)
                 i += relu ? 2 : 1;
-                const float* bias = d.bias().data();
-                if (i == end) {  // the last product: transposed back with its bias, as Dense's forward does
-                    gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n);
-                    if (out_.dimension() != 2 || out_.shape()[0] != n || out_.shape()[1] != fo)
-                        out_ = Tensor<T>::from_shape({n, fo});
-                    transpose_avx512(fo, n, out, n, out_.data(), fo, bias);
-                    if (relu)
-                        for (float& v : out_)
-                            v = ReluFn::f(v);
-                    return out_;
-                }
                 // the bias and the ReLU applied as each product is stored
                 gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n,
-                            GemmEpilogue{bias, relu});
+                            GemmEpilogue{d.bias().data(), relu});
+                if (i == end) {  // the last product, transposed back to [batch, out]
+                    if (out_.dimension() != 2 || out_.shape()[0] != n || out_.shape()[1] != fo)
+                        out_ = Tensor<T>::from_shape({n, fo});
+                    transpose_avx512(fo, n, out, n, out_.data(), fo, nullptr);
+                    return out_;
+                }
                 std::swap(in, out);
             }
         }
