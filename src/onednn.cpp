@@ -1,8 +1,9 @@
 // The oneDNN algorithms behind the kernel seam (oneDNN 2.x, Debian libdnnl-dev), compiled into the programs
-// that link the CMake target dtrain::onednn: convolution and inner-product primitives on dtrain's own
-// layouts (NCHW, OIHW; NC, OI), created once per shape, on compute_threads() OpenMP threads. Linking this
-// file registers them in conv_algorithms<float>() and dense_algorithms<float>() (after the native kernels,
-// before the reference) and makes DTRAIN_KERNELS=onednn valid (include/dtrain/nn/kernels/onednn.hpp).
+// that link the CMake target dtrain::onednn: convolution primitives in the layouts oneDNN chooses, reordered
+// from and to dtrain's (NCHW, OIHW), and inner-product primitives on dtrain's own (NC, OI), created once per
+// shape, on compute_threads() OpenMP threads. Linking this file registers them in conv_algorithms<float>()
+// and dense_algorithms<float>() (after the native kernels, before the reference) and makes
+// DTRAIN_KERNELS=onednn valid (include/dtrain/nn/kernels/onednn.hpp).
 #include <omp.h>
 
 #include <cstddef>
@@ -49,17 +50,54 @@ inline void onednn_run(const dnnl::primitive& p, const std::unordered_map<int, d
     OneDnnContext::get().stream.wait();
 }
 
+/// One argument of a primitive: dtrain's buffer in its plain layout (handle set per call) and the layout the
+/// primitive chose for it (format `any`). Where the two differ, a buffer of the chosen layout and the
+/// reorders between them; where they agree, the plain memory itself.
+struct OneDnnArg {
+    dnnl::memory plain, chosen;
+    dnnl::primitive to_chosen, to_plain;
+    bool reordered = false;
+
+    OneDnnArg() = default;
+    OneDnnArg(const dnnl::memory::desc& plain_md, const dnnl::memory::desc& chosen_md)
+        : plain(plain_md, OneDnnContext::get().engine, DNNL_MEMORY_NONE), reordered(plain_md != chosen_md) {
+        if (!reordered) {
+            chosen = plain;
+            return;
+        }
+        chosen = dnnl::memory(chosen_md, OneDnnContext::get().engine);
+        to_chosen = dnnl::reorder(plain, chosen);
+        to_plain = dnnl::reorder(chosen, plain);
+    }
+
+    /// The primitive's input, holding what p holds.
+    const dnnl::memory& in(const float* p) {
+        plain.set_data_handle(const_cast<float*>(p));
+        if (reordered) onednn_run(to_chosen, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, chosen}});
+        return chosen;
+    }
+    /// The primitive's output, which done() copies to p.
+    const dnnl::memory& out(float* p) {
+        plain.set_data_handle(p);
+        return chosen;
+    }
+    /// Copies the output into dtrain's buffer.
+    void done() {
+        if (reordered) onednn_run(to_plain, {{DNNL_ARG_FROM, chosen}, {DNNL_ARG_TO, plain}});
+    }
+};
+
 /// The right padding oneDNN needs for dtrain's output size along one axis (may be negative).
 inline long onednn_right_padding(std::size_t in, std::size_t k, std::size_t s, std::size_t p,
                                  std::size_t out) {
     return long((out - 1) * s + k) - long(in) - long(p);
 }
 
-/// The three primitives of one layer shape and memory objects over dtrain's buffers (handles set per
-/// call), with the two products whose arguments both layer kinds share.
+/// The three inner-product primitives of one Dense shape and memory objects over dtrain's buffers (handles
+/// set per call), with the forward and input-gradient products.
 struct OneDnnProducts {
     dnnl::primitive fwd, bwd_data, bwd_weights;
-    dnnl::memory x, w, b, y, dx, dw, db;
+    dnnl::memory x, w, b, y, dx, dw;
 
     /// y = fwd(x, w, bias).
     void forward(const float* xp, const float* wp, const float* bp, float* yp) {
@@ -81,11 +119,14 @@ struct OneDnnProducts {
 
 }  // namespace detail
 
-/// Convolution by oneDNN's primitives (forward, backward data, backward weights with the bias) on NCHW and
-/// OIHW directly, no reorders, on compute_threads() OpenMP threads. Deterministic for a given thread count
-/// and CPU; the weight gradient's sums may be ordered by thread, so results can differ between thread
-/// counts, and a sample's results may depend on the batch size. Applies where oneDNN is compiled in and
-/// allowed (KernelCpu::onednn) and the right padding dtrain's output size implies is not negative.
+/// Convolution by oneDNN's primitives (forward, backward data, backward weights with the bias), each in the
+/// layouts oneDNN chooses for the shape (format `any`: blocked by channels where its JIT kernels want it)
+/// with reorders from and to dtrain's NCHW and OIHW around each call, or on NCHW and OIHW directly where
+/// that blocking would pad the channels; on compute_threads() OpenMP threads.
+/// Deterministic for a given thread count and CPU; the weight gradient's sums may be ordered by thread, so
+/// results can differ between thread counts, and a sample's results may depend on the batch size. Applies
+/// where oneDNN is compiled in and allowed (KernelCpu::onednn) and the right padding dtrain's output size
+/// implies is not negative.
 class OneDnnConv final : public ConvAlgorithm<float> {
 public:
     /// KernelCpu::onednn, and a non-negative right padding on both axes.
@@ -113,59 +154,89 @@ public:
         };
         const auto alg = dnnl::algorithm::convolution_direct;
         auto& eng = detail::OneDnnContext::get().engine;
-        try {
+        // The three primitives with the layouts ts, tw, td (src, weights, dst) and their arguments; returns the
+        // forward's weights layout.
+        const auto make = [&](tag ts, tag tw, tag td) {
             const dnnl::convolution_forward::primitive_desc fwd(
-                {dnnl::prop_kind::forward_training, alg, md(src, tag::nchw), md(wts, tag::oihw),
-                 md(bias, tag::x), md(dst, tag::nchw), strides, pl, pr},
+                {dnnl::prop_kind::forward_training, alg, md(src, ts), md(wts, tw), md(bias, tag::x),
+                 md(dst, td), strides, pl, pr},
                 eng);
-            m_.fwd = dnnl::convolution_forward(fwd);
-            m_.bwd_data = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(
-                {alg, md(src, tag::nchw), md(wts, tag::oihw), md(dst, tag::nchw), strides, pl, pr}, eng,
-                fwd));
-            m_.bwd_weights =
-                dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(
-                    {alg, md(src, tag::nchw), md(wts, tag::oihw), md(bias, tag::x), md(dst, tag::nchw),
-                     strides, pl, pr},
-                    eng, fwd));
+            const dnnl::convolution_backward_data::primitive_desc bwd_data(
+                {alg, md(src, ts), md(wts, tw), md(dst, td), strides, pl, pr}, eng, fwd);
+            const dnnl::convolution_backward_weights::primitive_desc bwd_weights(
+                {alg, md(src, ts), md(wts, tw), md(bias, tag::x), md(dst, td), strides, pl, pr}, eng, fwd);
+            fwd_ = dnnl::convolution_forward(fwd);
+            bwd_data_ = dnnl::convolution_backward_data(bwd_data);
+            bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights);
+            f_ = {{md(src, tag::nchw), fwd.src_desc()},
+                  {md(wts, tag::oihw), fwd.weights_desc()},
+                  {md(dst, tag::nchw), fwd.dst_desc()}};
+            d_ = {{md(dst, tag::nchw), bwd_data.diff_dst_desc()},
+                  {md(wts, tag::oihw), bwd_data.weights_desc()},
+                  {md(src, tag::nchw), bwd_data.diff_src_desc()}};
+            w_ = {{md(src, tag::nchw), bwd_weights.src_desc()},
+                  {md(dst, tag::nchw), bwd_weights.diff_dst_desc()},
+                  {md(wts, tag::oihw), bwd_weights.diff_weights_desc()}};
+            return fwd.weights_desc();
+        };
+        try {
+            // The layouts oneDNN chooses (blocked by 16 or 8 channels for its JIT kernels) where they fill
+            // their blocks. Where they pad the channels (the SINGA CNN's 20 and 50: twice the work on
+            // AVX-512), oneDNN's GEMM convolution on NCHW was faster, with no reorders.
+            const memory::desc w = make(tag::any, tag::any, tag::any);
+            bool padded = false;
+            for (int i = 0; i < w.data.ndims; ++i)
+                padded = padded || w.data.padded_dims[i] != w.data.dims[i];
+            if (padded) make(tag::nchw, tag::oihw, tag::nchw);
         } catch (const dnnl::error& e) {
             throw Error(detail::concat("oneDNN has no convolution for input ", detail::shape_str(src),
                                        ", weights ", detail::shape_str(wts), ": ", e.what(),
                                        " (set DTRAIN_KERNELS=native or reference)"));
         }
-        m_.x = detail::onednn_memory(src, tag::nchw);
-        m_.w = detail::onednn_memory(wts, tag::oihw);
-        m_.b = detail::onednn_memory(bias, tag::x);
-        m_.y = detail::onednn_memory(dst, tag::nchw);
-        m_.dx = detail::onednn_memory(src, tag::nchw);
-        m_.dw = detail::onednn_memory(wts, tag::oihw);
-        m_.db = detail::onednn_memory(bias, tag::x);
+        b_ = detail::onednn_memory(bias, tag::x);
+        db_ = detail::onednn_memory(bias, tag::x);
         dwt_.resize(p.out * p.fan_in());
         dbt_.resize(p.out);
     }
 
     void forward(const float* x, const float* w, const float* bias, float* y) override {
-        m_.forward(x, w, bias, y);
+        b_.set_data_handle(const_cast<float*>(bias));
+        detail::onednn_run(fwd_, {{DNNL_ARG_SRC, f_.first.in(x)},
+                                  {DNNL_ARG_WEIGHTS, f_.second.in(w)},
+                                  {DNNL_ARG_BIAS, b_},
+                                  {DNNL_ARG_DST, f_.out.out(y)}});
+        f_.out.done();
     }
 
     void backward_weights(const float* x, const float* dy, float* dw, float* db) override {
-        m_.x.set_data_handle(const_cast<float*>(x));
-        m_.y.set_data_handle(const_cast<float*>(dy));
-        m_.dw.set_data_handle(dwt_.data());
-        m_.db.set_data_handle(dbt_.data());
-        detail::onednn_run(m_.bwd_weights, {{DNNL_ARG_SRC, m_.x},
-                                            {DNNL_ARG_DIFF_DST, m_.y},
-                                            {DNNL_ARG_DIFF_WEIGHTS, m_.dw},
-                                            {DNNL_ARG_DIFF_BIAS, m_.db}});
+        db_.set_data_handle(dbt_.data());
+        detail::onednn_run(bwd_weights_, {{DNNL_ARG_SRC, w_.first.in(x)},
+                                          {DNNL_ARG_DIFF_DST, w_.second.in(dy)},
+                                          {DNNL_ARG_DIFF_WEIGHTS, w_.out.out(dwt_.data())},
+                                          {DNNL_ARG_DIFF_BIAS, db_}});
+        w_.out.done();
         for (std::size_t i = 0; i < dwt_.size(); ++i)
             dw[i] += dwt_[i];
         for (std::size_t i = 0; i < dbt_.size(); ++i)
             db[i] += dbt_[i];
     }
 
-    void backward_data(const float* dy, const float* w, float* dx) override { m_.backward_data(dy, w, dx); }
+    void backward_data(const float* dy, const float* w, float* dx) override {
+        detail::onednn_run(bwd_data_, {{DNNL_ARG_DIFF_DST, d_.first.in(dy)},
+                                       {DNNL_ARG_WEIGHTS, d_.second.in(w)},
+                                       {DNNL_ARG_DIFF_SRC, d_.out.out(dx)}});
+        d_.out.done();
+    }
 
 private:
-    detail::OneDnnProducts m_;
+    // The arguments of one primitive: its two inputs (data, then weights or the output gradient) and its
+    // output.
+    struct Args {
+        detail::OneDnnArg first, second, out;
+    };
+    dnnl::primitive fwd_, bwd_data_, bwd_weights_;
+    Args f_, d_, w_;  // of the forward, backward-data and backward-weights primitives
+    dnnl::memory b_, db_;
     std::vector<float> dwt_, dbt_;  // oneDNN writes the gradients; dtrain adds them
 };
 

@@ -2,7 +2,8 @@
 
 /// @file
 /// The oneDNN backend of the kernel seam: algorithms named "oneDNN" for Conv2d<float> and Dense<float>
-/// (oneDNN's convolution and inner-product primitives on dtrain's layouts), compiled in src/onednn.cpp
+/// (oneDNN's convolution primitives in the layouts oneDNN chooses, with reorders from and to dtrain's, and
+/// its inner-product primitives on dtrain's layouts), compiled in src/onednn.cpp
 /// into the programs that link the CMake target dtrain::onednn (oneDNN 2.x: Debian libdnnl-dev, and
 /// OpenMP). Linked, they join conv_algorithms<float>() and dense_algorithms<float>() after the native
 /// kernels and before the reference, and DTRAIN_KERNELS=onednn chooses them wherever they apply. They
