@@ -10,15 +10,18 @@
 #include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
+#include <dtrain/core/aligned_allocator.hpp>
+
 namespace dtrain {
 
 /// Shape of one sample (batch dimension excluded), e.g. {1, 28, 28} or {4}.
 using Shape = std::vector<std::size_t>;
 
 /// Batch-first activation tensor of dynamic rank, row-major. Resizing to the same number of elements
-/// reuses its memory, so steady-state training does not allocate.
+/// reuses its memory, so steady-state training does not allocate. Its data starts on 64 bytes
+/// (detail::AlignedAllocator).
 template <class T>
-using Tensor = xt::xarray<T, xt::layout_type::row_major>;
+using Tensor = xt::xarray<T, xt::layout_type::row_major, detail::AlignedAllocator<T>>;
 
 /// Integer class labels of a batch, one per sample.
 using Labels = xt::xtensor<std::int32_t, 1>;

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/kernels/compute_threads.hpp>
 #include <dtrain/nn/kernels/dense_algorithms.hpp>
@@ -111,8 +112,8 @@ private:
         return out_;  // not reached: a run ends with a product
     }
 
-    std::vector<float> a_, b_;  // the transposed activations, [features, batch], in turn input and output
-    Tensor<T> out_;             // the run's output [batch, out]
+    AlignedVector<float> a_, b_;  // the transposed activations, [features, batch], in turn input and output
+    Tensor<T> out_;               // the run's output [batch, out]
 };
 
 }  // namespace dtrain::detail

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
@@ -319,10 +320,10 @@ private:
     Shape input_shape_;
     Sequential<T> seq_{"Model"};
     std::vector<Shape> shapes_;  // shapes_[i] = per-sample output shape of layer i
-    std::vector<T> params_;
-    mutable std::vector<T> grads_;  // mutable: gradients() const zeroes what zero_grad() left unset
+    detail::AlignedVector<T> params_;
+    mutable detail::AlignedVector<T> grads_;  // mutable: gradients() const zeroes what zero_grad() left unset
     bool grads_unset_ = false;      // some layer's slice is unset (zero_grad() since the last backward())
-    std::vector<T> state_;
+    detail::AlignedVector<T> state_;
     Tensor<T> input_grad_;  // dLoss/dinput of the last backward() that asked for it
     const Tensor<T>* input_ = nullptr;
     detail::InferencePlan<T> plan_;  // infer()'s scratch (not copied or moved: it holds no state)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/kernels/conv_algorithm.hpp>
@@ -55,7 +56,7 @@ public:
 
 protected:
     ConvProblem p_;
-    std::vector<float> wt_;             // the weights packed by pack_direct_weights (or per tap block)
+    detail::AlignedVector<float> wt_;             // the weights packed by pack_direct_weights (or per tap block)
     std::vector<std::size_t> offsets_;  // each tap's offset in an input sample (tap_offsets)
 };
 
@@ -131,9 +132,9 @@ public:
 
 private:
     std::size_t chunk_ = 1;    // samples per column chunk
-    std::vector<float> cols_;  // the columns of one chunk [rows, chunk * pos]
-    std::vector<float> tmp_;   // dY as [out, n * pos]
-    std::vector<float> dwt_;   // dW^T [rows, out] of one backward
+    detail::AlignedVector<float> cols_;  // the columns of one chunk [rows, chunk * pos]
+    detail::AlignedVector<float> tmp_;   // dY as [out, n * pos]
+    detail::AlignedVector<float> dwt_;   // dW^T [rows, out] of one backward
 };
 
 }  // namespace dtrain

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/blas.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/nn/kernels/dense_algorithm.hpp>
@@ -85,7 +86,7 @@ public:
 
 private:
     DenseProblem p_;
-    std::vector<float> xt_, ot_;  // the input and output transposed, [in, batch] and [out, batch]
+    detail::AlignedVector<float> xt_, ot_;  // the input and output transposed, [in, batch] and [out, batch]
 };
 
 /// A registered Dense algorithm: its name, its applies() and a factory.

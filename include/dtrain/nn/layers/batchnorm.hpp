@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
@@ -326,9 +327,10 @@ private:
     std::vector<double> acc1_, acc2_;    // per-channel scratch
     static constexpr std::size_t lanes = 8;
     static constexpr std::size_t block_max = 512;  // largest block of C * inner values taken blockwise
-    std::vector<double> lane1_, lane2_;  // channel_sums' partial sums, [C][lanes] or (blockwise) [C * inner]
-    std::vector<double> stat_;           // blockwise: mean_ and invstd_ per value of a block, [2][C * inner]
-    std::vector<T> coef_;                // blockwise: elementwise()'s coefficients, [K][C * inner]
+    // channel_sums' partial sums, [C][lanes] or (blockwise) [C * inner]
+    detail::AlignedVector<double> lane1_, lane2_;
+    detail::AlignedVector<double> stat_;  // blockwise: mean_ and invstd_ per value of a block, [2][C * inner]
+    detail::AlignedVector<T> coef_;       // blockwise: elementwise()'s coefficients, [K][C * inner]
 };
 
 /// Batch normalisation of [batch, features]; see BatchNorm.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/rng.hpp>
@@ -97,7 +98,7 @@ private:
     double p_;
     Rng rng_;
     bool masked_ = false;
-    std::vector<T> mask_;  // 0 or 1 / (1 - p) per element of the last training forward
+    detail::AlignedVector<T> mask_;  // 0 or 1 / (1 - p) per element of the last training forward
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
@@ -127,7 +128,7 @@ private:
     T* beta_ = nullptr;
     T* dgamma_ = nullptr;
     T* dbeta_ = nullptr;
-    std::vector<T> xhat_;       // the last forward's normalised input
+    detail::AlignedVector<T> xhat_;       // the last forward's normalised input
     std::vector<double> rstd_;  // its 1 / sqrt(var + eps) per vector
 };
 

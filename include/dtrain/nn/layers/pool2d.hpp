@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/precompiled.hpp>
@@ -191,7 +192,7 @@ private:
     }
 
     using Index = std::uint32_t;
-    std::vector<Index> argmax_;  // index of each output's maximum within its input plane
+    detail::AlignedVector<Index> argmax_;  // index of each output's maximum within its input plane
 };
 
 /// 2-D average pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/error.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/optim/schedule.hpp>
@@ -147,7 +148,7 @@ protected:
 private:
     const char* name_;
     std::size_t slots_;
-    std::vector<T> state_;
+    AlignedVector<T> state_;
     std::size_t n_ = 0;
     std::uint64_t steps_ = 0;
     bool ready_ = false;

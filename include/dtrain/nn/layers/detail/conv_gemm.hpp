@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include <dtrain/core/aligned_allocator.hpp>
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/conv_layout.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
@@ -172,9 +173,9 @@ private:
 
     ConvGeometry g_;
     std::size_t n_ = 0, out_ = 0, chunk_ = 1;
-    std::vector<float> cols_;  // the columns of one chunk [fan_in, chunk * pos], or their gradient
-    std::vector<float> gt_;    // dY of one chunk transposed: [chunk * pos, out]
-    std::vector<float> dwt_;   // dW^T [fan_in, out] of one backward
+    AlignedVector<float> cols_;  // the columns of one chunk [fan_in, chunk * pos], or their gradient
+    AlignedVector<float> gt_;    // dY of one chunk transposed: [chunk * pos, out]
+    AlignedVector<float> dwt_;   // dW^T [fan_in, out] of one backward
 };
 
 }  // namespace dtrain::detail
