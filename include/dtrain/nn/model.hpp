@@ -322,7 +322,7 @@ private:
     std::vector<Shape> shapes_;  // shapes_[i] = per-sample output shape of layer i
     detail::AlignedVector<T> params_;
     mutable detail::AlignedVector<T> grads_;  // mutable: gradients() const zeroes what zero_grad() left unset
-    bool grads_unset_ = false;      // some layer's slice is unset (zero_grad() since the last backward())
+    bool grads_unset_ = false;  // some layer's slice is unset (zero_grad() since the last backward())
     detail::AlignedVector<T> state_;
     Tensor<T> input_grad_;  // dLoss/dinput of the last backward() that asked for it
     const Tensor<T>* input_ = nullptr;

@@ -56,7 +56,7 @@ public:
 
 protected:
     ConvProblem p_;
-    detail::AlignedVector<float> wt_;             // the weights packed by pack_direct_weights (or per tap block)
+    detail::AlignedVector<float> wt_;   // the weights packed by pack_direct_weights (or per tap block)
     std::vector<std::size_t> offsets_;  // each tap's offset in an input sample (tap_offsets)
 };
 
@@ -131,7 +131,7 @@ public:
     }
 
 private:
-    std::size_t chunk_ = 1;    // samples per column chunk
+    std::size_t chunk_ = 1;              // samples per column chunk
     detail::AlignedVector<float> cols_;  // the columns of one chunk [rows, chunk * pos]
     detail::AlignedVector<float> tmp_;   // dY as [out, n * pos]
     detail::AlignedVector<float> dwt_;   // dW^T [rows, out] of one backward

@@ -123,10 +123,12 @@ private:
     }
 
     ConvProblem p_;
-    detail::AlignedVector<T> cols_;   // column matrix [col_rows, n*OH*OW] of the last forward, or its gradient
-    detail::AlignedVector<T> tmp_;    // forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
-    detail::AlignedVector<T> dwt_;    // the weight gradient of one backward, transposed: [col_rows, out]
-    detail::AlignedVector<T> wused_;  // the used taps' weights [out, col_rows] when some taps see only padding
+    detail::AlignedVector<T> cols_;  // column matrix [col_rows, n*OH*OW] of the last forward, or its gradient
+    // the forward's GEMM output ([out, n*OH*OW] or [n*OH*OW, out]); dY as [out, n*OH*OW]
+    detail::AlignedVector<T> tmp_;
+    detail::AlignedVector<T> dwt_;  // the weight gradient of one backward, transposed: [col_rows, out]
+    // the used taps' weights [out, col_rows] when some taps see only padding
+    detail::AlignedVector<T> wused_;
     const T* cols_src_ = nullptr;      // input whose columns cols_ holds (nullptr: none)
     const T* used_weights_ = nullptr;  // used_weights() of the last forward (valid while cols_src_ is set)
     bool after_forward_ = false;       // backward_weights found the columns of its input's forward

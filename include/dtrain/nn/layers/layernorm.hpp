@@ -128,8 +128,8 @@ private:
     T* beta_ = nullptr;
     T* dgamma_ = nullptr;
     T* dbeta_ = nullptr;
-    detail::AlignedVector<T> xhat_;       // the last forward's normalised input
-    std::vector<double> rstd_;  // its 1 / sqrt(var + eps) per vector
+    detail::AlignedVector<T> xhat_;  // the last forward's normalised input
+    std::vector<double> rstd_;       // its 1 / sqrt(var + eps) per vector
 };
 
 // Compiled once in dtrain::precompiled for the programs that link it (core/precompiled.hpp).

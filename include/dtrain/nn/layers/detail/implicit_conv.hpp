@@ -260,14 +260,14 @@ private:
     std::vector<std::size_t> y_off_;     // each class position's NCHW offset: sample * out * pos + position
     std::vector<std::size_t> tap_off_;   // each class tap's offset in a sample
     std::vector<std::size_t> tap_u_;     // each class tap's index among the used taps
-    AlignedVector<float> dyt_;             // the output gradient as rows [n * pos, implicit_round(out)]
+    AlignedVector<float> dyt_;           // the output gradient as rows [n * pos, implicit_round(out)]
     AlignedVector<float> dwt_;  // the weight gradient of one backward, [used taps, implicit_round(out)]
     AlignedVector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)
     AlignedVector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
-    bool avx512_ = false;     // the AVX-512 kernels (gemm_avx512_available() at prepare())
+    bool avx512_ = false;       // the AVX-512 kernels (gemm_avx512_available() at prepare())
     std::vector<ImplicitConv> dx_conv_;  // stride 1: the input gradient's convolution (one, or none)
     const float* rows_of_ = nullptr;     // the dy whose rows dyt_ holds (set by backward_weights)
-    AlignedVector<float> unused_db_;       // the bias sums backward_data makes with the rows, discarded
+    AlignedVector<float> unused_db_;     // the bias sums backward_data makes with the rows, discarded
     std::vector<std::size_t> flip_w_;    // where its used taps read w, for its output channel 0
 };
 
