@@ -166,7 +166,6 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             }
             std::size_t batches = first + loader.batches_per_epoch() - loader.batch_index();
             if (f.steps > 0) batches = std::min(batches, f.steps);
-            bar.start(std::size_t(epoch), std::size_t(f.epochs), batches);
             if (setup.singa_style && printer) {
                 std::printf("Starting Epoch %d:\n", epoch);
                 std::fflush(stdout);
@@ -177,6 +176,11 @@ TrainResult train_classifier(dtrain::Model<float>& model, Opt opt, const Loss& l
             if (first > 0 && start.sums.size() == 3 && wr == 0)
                 tr = PassTotals{start.sums[0], start.sums[1], start.sums[2]};
             model.train();
+            // The workers start the epoch's clock together (a sum completes only when every worker has
+            // joined it, and runs under the optimizer's watchdog): otherwise a worker's time would include
+            // waiting in its first step for rank 0, which was still printing the last epoch's line.
+            dopt.global_sum(0.0);
+            bar.start(std::size_t(epoch), std::size_t(f.epochs), batches);
             const double t0 = MPI_Wtime();
             for (std::size_t b = first; b < batches; ++b) {
                 {

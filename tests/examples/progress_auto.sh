@@ -25,31 +25,30 @@ if grep -q $'\r' "$tmp/batch.txt" || grep -q 'epoch 1/[0-9]* \[' "$tmp/batch.txt
     echo "FAIL: the batch run's file holds the live bar"
     status=1
 fi
-if ! grep -q '^epoch' "$tmp/batch.txt"; then
+if ! grep -q 'samples/s' "$tmp/batch.txt"; then
     echo "FAIL: the batch run's file has no epoch lines"
     status=1
 fi
 # The bar's rate is the job's (all ranks), as the epoch line's: in the terminal run, each epoch's last bar
-# rate over that epoch's line, whose median over the epochs is at least 1/1.4 (a rate of rank 0
-# alone would be half). The line divides by the slowest rank's time, the bar by rank 0's, so a rank that
-# is descheduled for a moment moves the pair apart: with batches of 8 (a fraction of a millisecond per
-# epoch) one epoch's pair passed 1.4 in 1 of 20 runs, and even the median of 9 epochs in 1 of 40. The test
-# runs batches of 1 (60 steps per rank and epoch); their median stayed within 1.18 in 40 runs made while
-# other tests ran. The two cores of a VM need not run at the same speed (one ran 25% slower than the
-# other), and with rank 1 on the slower one every epoch's pair is apart by that much (a median of 1.46 in
-# one CI run): the bound above is 1.9, which a bar counting the samples twice (2 and more) still fails.
+# rate over that epoch's line is near 1 (a rate of rank 0 alone would be half, a double count twice).
+# They time nearly the same span (the workers start each epoch together; the line's span adds the bar's
+# last write), so the test needs epochs long against one terminal write: with Iris's half-millisecond
+# epochs that write alone moved the pair 1.4 apart. The epoch lines are "epoch 3/10 ... N samples/s" or,
+# in the SINGA examples' style, one "Elapsed Time = ...s (N samples/s)" per epoch.
 if ! python3 - "$tmp/terminal.txt" << 'PY'; then status=1; fi
 import re, statistics, sys
 text = open(sys.argv[1], errors="replace").read().replace("\x1b[K", "").replace("\r", "\n")
 bars = dict(re.findall(r"epoch (\d+)/\d+ \[.*?(\d+) samples/s ETA", text))  # the last bar of each epoch
 lines = dict(re.findall(r"^epoch +(\d+)/\d+ .*?([\d.]+) samples/s$", text, re.M))
+singa = re.findall(r"Elapsed Time = [\d.]+s \(([\d.]+) samples/s\)", text)
+lines.update({str(i + 1): rate for i, rate in enumerate(singa)})
 epochs = [e for e in lines if e in bars]
 if not epochs:
     sys.exit("FAIL: cannot find the bar's and the epoch line's rates")
 ratios = [float(bars[e]) / float(lines[e]) for e in epochs]
 median = statistics.median(ratios)
 print("bar / epoch line rate per epoch:", " ".join(f"{r:.2f}" for r in ratios), f"(median {median:.2f})")
-if not (1 / 1.4 <= median <= 1.9):
+if not (0.8 <= median <= 1.25):
     sys.exit("FAIL: the bar's rate is not the job's")
 PY
 for f in terminal batch; do echo "--- $f run:"; tr '\r' '\n' < "$tmp/$f.txt" | tail -n 4; done
