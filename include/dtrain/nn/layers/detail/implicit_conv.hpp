@@ -51,18 +51,18 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_weights(const float* w, std::size_t
                 wp[o0 * rows + u * implicit_nr + c] = o0 + c < out ? w[(o0 + c) * fan_in + used_w[u]] : 0.0f;
 }
 
-/// wt [out, taps_p] = the weights of one class's `taps` taps (tap t is used tap tap_u[t], at
-/// w[o * fan_in + used_w[tap_u[t]]]), taps_p = implicit_round(taps), the extra taps 0: the weights as
-/// implicit_conv_input_grad reads them.
+/// wt [out, taps_p] = the weights of one class's `taps` taps (tap t at w[o * fan_in + w_idx[t]]), taps_p =
+/// implicit_round(taps), the extra taps 0: the weights as implicit_conv_input_grad reads them.
 DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, std::size_t out,
                                                                 std::size_t fan_in, std::size_t taps,
-                                                                const std::size_t* used_w,
-                                                                const std::size_t* tap_u, float* wt) {
+                                                                const std::size_t* w_idx, float* wt) {
     const std::size_t tp = implicit_round(taps);
     for (std::size_t o = 0; o < out; ++o) {
+        const float* wo = w + o * fan_in;
+        float* d = wt + o * tp;
         for (std::size_t t = 0; t < taps; ++t)
-            wt[o * tp + t] = w[o * fan_in + used_w[tap_u[t]]];
-        std::fill(wt + o * tp + taps, wt + (o + 1) * tp, 0.0f);
+            d[t] = wo[w_idx[t]];
+        std::fill(d + taps, d + tp, 0.0f);
     }
 }
 
@@ -112,8 +112,10 @@ public:
         classes_.clear();
         m_off_.clear();
         y_off_.clear();
+        y_row_.clear();
         tap_off_.clear();
         tap_u_.clear();
+        tap_w_.clear();
         std::size_t max_taps = 0;
         for (const ConvSegment& r : conv_segments(g.kh, g.h, g.sh, g.ph, g.oh))
             for (const ConvSegment& c : conv_segments(g.kw, g.w, g.sw, g.pw, g.ow)) {
@@ -128,6 +130,7 @@ public:
                                                  std::ptrdiff_t(g.w) +
                                              std::ptrdiff_t(ox * g.sw) - std::ptrdiff_t(g.pw));
                             y_off_.push_back(s * out * pos + oy * g.ow + ox);
+                            y_row_.push_back(s * pos + oy * g.ow + ox);
                         }
                 for (std::size_t ci = 0; ci < g.c; ++ci)
                     for (std::size_t ki = r.tap_begin; ki < r.tap_end; ++ki)
@@ -135,6 +138,8 @@ public:
                             tap_off_.push_back((ci * g.h + ki) * g.w + kj);
                             tap_u_.push_back((ci * nkh + ki - g.k0h) * nkw + kj - g.k0w);
                         }
+                for (std::size_t t = classes_.back().tap_begin; t < tap_u_.size(); ++t)
+                    tap_w_.push_back(used_w_[tap_u_[t]]);
                 Class& cl = classes_.back();
                 cl.taps = tap_off_.size() - cl.tap_begin;
                 cl.taps_in_order = cl.taps == used_w_.size();  // then tap_u_ runs 0, 1, ... in order
@@ -143,6 +148,9 @@ public:
         const bool scatter_dx = !forward_only && dx_conv_.empty();
         dyt_.resize(forward_only ? 0 : n * pos * implicit_round(out));
         dwt_.resize(forward_only ? 0 : g.col_rows() * implicit_round(out));
+        dwo_.resize(!forward_only && avx512 ? g.col_rows() * out : 0);
+        // rows of 8 positions or more: dy transposed block by block, then rows copied (AVX-512)
+        nhwc_.assign(!forward_only && avx512 && pos >= 8 ? n * pos * implicit_round(out) : 0, 0.0f);
         wt_.resize(
             std::max(implicit_round(out) * g.col_rows(), scatter_dx ? out * implicit_round(max_taps) : 0));
         dxt_.resize(scatter_dx ? implicit_mr_max * implicit_round(max_taps) : 0);
@@ -167,7 +175,7 @@ public:
     void backward_weights(const float* x, const float* dy, float* dw, float* db) {
 #ifdef DTRAIN_DIRECT_CONV
         const std::size_t pos = g_.positions(), outp = implicit_round(out_);
-        implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), pos, out_, dyt_.data(), db);
+        rows_from_nchw(dy, db);
         rows_of_ = dy;
         // dW a chunk of samples at a time, so that their input and gradient rows stay in cache, but at least
         // implicit_dw_min_positions positions of a class at a time
@@ -181,9 +189,17 @@ public:
                 (avx512_ ? implicit_conv_weight_grad_avx512 : implicit_conv_weight_grad)(
                     x, view(c, s0, std::min(n_, s0 + cc)), dyt_.data(), out_, dwt_.data());
         }
-        for (std::size_t o = 0; o < out_; ++o)
-            for (std::size_t u = 0; u < used_w_.size(); ++u)
-                dw[o * fan_in() + used_w_[u]] += dwt_[u * outp + o];
+        const std::size_t used = used_w_.size();
+        if (avx512_) {  // dwt_ transposed first: reading it down its columns takes a cache line per value
+            transpose_avx512(used, out_, dwt_.data(), outp, dwo_.data(), used, nullptr);
+            for (std::size_t o = 0; o < out_; ++o)
+                for (std::size_t u = 0; u < used; ++u)
+                    dw[o * fan_in() + used_w_[u]] += dwo_[o * used + u];
+        } else {
+            for (std::size_t o = 0; o < out_; ++o)
+                for (std::size_t u = 0; u < used; ++u)
+                    dw[o * fan_in() + used_w_[u]] += dwt_[u * outp + o];
+        }
 #endif
         (void)x, (void)dy, (void)dw, (void)db;
     }
@@ -200,15 +216,14 @@ public:
         }
         if (rows_of_ != dy) {
             unused_db_.assign(out_, 0.0f);
-            implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), g_.positions(), out_, dyt_.data(),
-                                    unused_db_.data());
+            rows_from_nchw(dy, unused_db_.data());
         }
         rows_of_ = nullptr;  // the next call sees new data, perhaps at the same address
         std::fill(dx, dx + n_ * g_.c * g_.h * g_.w, 0.0f);
         for (const Class& c : classes_) {
             if (c.taps == 0) continue;
-            pack_implicit_input_grad_weights(w, out_, fan_in(), c.taps, used_w_.data(),
-                                             tap_u_.data() + c.tap_begin, wt_.data());
+            pack_implicit_input_grad_weights(w, out_, fan_in(), c.taps, tap_w_.data() + c.tap_begin,
+                                             wt_.data());
             (avx512_ ? implicit_conv_input_grad_avx512 : implicit_conv_input_grad)(
                 dyt_.data(), view(c, 0, n_), wt_.data(), out_, dx, dxt_.data());
         }
@@ -235,6 +250,16 @@ private:
         (void)x, (void)bias, (void)y;
     }
 
+    // dyt_ = the rows of dy, and db += its channel sums (implicit_rows_from_nchw).
+    void rows_from_nchw(const float* dy, float* db) {
+        if (avx512_)
+            implicit_rows_from_nchw_avx512(dy, y_off_.data(), y_off_.size(), g_.positions(), out_,
+                                           dyt_.data(), db, n_, nhwc_.empty() ? nullptr : nhwc_.data(),
+                                           y_row_.data());
+        else
+            implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), g_.positions(), out_, dyt_.data(), db);
+    }
+
     std::size_t fan_in() const {
         return g_.c * g_.kh * g_.kw;
     }
@@ -258,10 +283,14 @@ private:
     std::vector<std::size_t> used_w_;  // each used tap's index in a kernel [c, kh, kw] (column-matrix order)
     std::vector<std::ptrdiff_t> m_off_;  // each class position's input offset (plus a tap's, an input value)
     std::vector<std::size_t> y_off_;     // each class position's NCHW offset: sample * out * pos + position
+    std::vector<std::size_t> y_row_;     // each class position's row of nhwc_: sample * pos + position
     std::vector<std::size_t> tap_off_;   // each class tap's offset in a sample
     std::vector<std::size_t> tap_u_;     // each class tap's index among the used taps
+    std::vector<std::size_t> tap_w_;     // each class tap's index in a kernel [c, kh, kw]: used_w_[tap_u_[t]]
     AlignedVector<float> dyt_;           // the output gradient as rows [n * pos, implicit_round(out)]
+    AlignedVector<float> nhwc_;          // dy transposed per sample, [n * pos, implicit_round(out)], or none
     AlignedVector<float> dwt_;  // the weight gradient of one backward, [used taps, implicit_round(out)]
+    AlignedVector<float> dwo_;  // dwt_ transposed, [out, used taps] (AVX-512)
     AlignedVector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)
     AlignedVector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
     bool avx512_ = false;       // the AVX-512 kernels (gemm_avx512_available() at prepare())

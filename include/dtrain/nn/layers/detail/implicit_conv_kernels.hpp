@@ -101,9 +101,11 @@ template <class Tile, class Tail>
         const float* wb = w_packed + o0 * rows;  // block j of step (used tap) u at wb + (j * rows + u) * 16
         for (std::size_t m0 = 0; m0 < c.positions; m0 += T::mr) {
             const ImplicitRows<T::mr> r(c, m0);
-            const auto a = [&](std::size_t i, std::size_t t) {
-                return x + (r.in[i] + std::ptrdiff_t(c.tap_off[t]));
-            };
+            // one pointer per row, so that each broadcast is one base + index * 4 address
+            const float* xr[T::mr];
+            for (std::size_t i = 0; i < T::mr; ++i)
+                xr[i] = x + r.in[i];
+            const auto a = [&](std::size_t i, std::size_t t) { return xr[i] + c.tap_off[t]; };
             if (c.taps == 0) {  // every tap on padding: the bias
                 for (std::size_t i = 0; i < T::mr; ++i)
                     std::copy(init, init + nr, buf + i * nr);
@@ -149,28 +151,65 @@ DTRAIN_AVX512_KERNEL inline void implicit_conv_forward_avx512(const float* x, co
 
 /// dyt [rows, outp] (outp = implicit_round(out), the extra channels 0): row m = the output gradient dy
 /// (NCHW, positions of `pos` values per channel) of the position at NCHW offset y_off[m], in the order the
-/// classes list their positions; and db[c] += the sum of channel c, in blocks of 64 rows, vectorised over the
-/// channels.
-DTRAIN_OUT_OF_LINE inline void implicit_rows_from_nchw(const float* dy, const std::size_t* y_off,
+/// classes list their positions; and db[c] += the sum of channel c, in blocks of 64 rows, each block's sum
+/// from zero in row order. Each row's 8 channels are one gather. Requires direct_conv_available().
+DTRAIN_AVX2_KERNEL inline void implicit_rows_from_nchw(const float* dy, const std::size_t* y_off,
                                                        std::size_t rows, std::size_t pos, std::size_t out,
                                                        float* dyt, float* db) {
+    constexpr std::size_t block = 64, lanes = 8;
     const std::size_t outp = implicit_round(out);
-    for (std::size_t m = 0; m < rows; ++m) {
-        float* d = dyt + m * outp;
-        for (std::size_t c = 0; c < out; ++c)
-            d[c] = dy[y_off[m] + c * pos];
-        std::fill(d + out, d + outp, 0.0f);
-    }
-    constexpr std::size_t block = 64;
-    float sum[implicit_nr];
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(pos)));
     for (std::size_t m0 = 0; m0 < rows; m0 += block)
-        for (std::size_t c0 = 0; c0 < out; c0 += implicit_nr) {
-            std::fill(sum, sum + implicit_nr, 0.0f);
-            for (std::size_t m = m0; m < std::min(rows, m0 + block); ++m)
-                for (std::size_t c = 0; c < implicit_nr; ++c)
-                    sum[c] += dyt[m * outp + c0 + c];
-            for (std::size_t c = c0; c < std::min(out, c0 + implicit_nr); ++c)
-                db[c] += sum[c - c0];
+        for (std::size_t c0 = 0; c0 < outp; c0 += lanes) {
+            const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(out - std::min(out, c0))),
+                                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256 sum = _mm256_setzero_ps();
+            for (std::size_t m = m0; m < std::min(rows, m0 + block); ++m) {
+                const __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), dy + y_off[m] + c0 * pos, idx,
+                                                          _mm256_castsi256_ps(live), 4);
+                _mm256_storeu_ps(dyt + m * outp + c0, v);
+                sum = _mm256_add_ps(sum, v);
+            }
+            alignas(32) float s[lanes];
+            _mm256_store_ps(s, sum);
+            for (std::size_t c = c0; c < std::min(out, c0 + lanes); ++c)
+                db[c] += s[c - c0];
+        }
+}
+
+/// implicit_rows_from_nchw on AVX-512: bitwise the same rows and sums. With `nhwc` (scratch [n * pos, outp]
+/// whose channels from `out` on are 0, and y_row[m] = sample * pos + position of row m) each sample's dy is
+/// first transposed into it block by block and the rows copied from there; without, each row's 16 channels
+/// are one gather (slower, but needs no scratch). Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void implicit_rows_from_nchw_avx512(const float* dy, const std::size_t* y_off,
+                                                                std::size_t rows, std::size_t pos,
+                                                                std::size_t out, float* dyt, float* db,
+                                                                std::size_t n, float* nhwc,
+                                                                const std::size_t* y_row) {
+    constexpr std::size_t block = 64;
+    const std::size_t outp = implicit_round(out);
+    if (nhwc != nullptr)
+        for (std::size_t s = 0; s < n; ++s)
+            transpose_avx512(out, pos, dy + s * out * pos, pos, nhwc + s * pos * outp, outp, nullptr);
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(pos)));
+    for (std::size_t m0 = 0; m0 < rows; m0 += block)
+        for (std::size_t c0 = 0; c0 < outp; c0 += implicit_nr) {
+            const std::size_t live = std::min(out - c0, implicit_nr);
+            const __mmask16 mask = __mmask16((1u << live) - 1);
+            __m512 sum = _mm512_setzero_ps();
+            for (std::size_t m = m0; m < std::min(rows, m0 + block); ++m) {
+                const __m512 v = nhwc != nullptr ? _mm512_loadu_ps(nhwc + y_row[m] * outp + c0)
+                                                 : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, idx,
+                                                                            dy + y_off[m] + c0 * pos, 4);
+                _mm512_storeu_ps(dyt + m * outp + c0, v);
+                sum = _mm512_add_ps(sum, v);
+            }
+            alignas(64) float s[implicit_nr];
+            _mm512_store_ps(s, sum);
+            for (std::size_t c = 0; c < live; ++c)
+                db[c0 + c] += s[c];
         }
 }
 
@@ -187,11 +226,11 @@ template <class Tile, class Tail>
         const float* d = dyt + c.first_row * outp + o0;
         for (std::size_t t0 = 0; t0 < c.taps; t0 += T::mr) {
             const std::size_t tr = std::min(T::mr, c.taps - t0);
-            std::ptrdiff_t off[T::mr];
+            const float* xt[T::mr];  // one pointer per tap, as in the forward pass
             for (std::size_t i = 0; i < T::mr; ++i)
-                off[i] = std::ptrdiff_t(c.tap_off[t0 + (i < tr ? i : 0)]);
+                xt[i] = x + c.tap_off[t0 + (i < tr ? i : 0)];
             T::run(
-                c.positions, [&](std::size_t i, std::size_t m) { return x + (c.m_off[m] + off[i]); },
+                c.positions, [&](std::size_t i, std::size_t m) { return xt[i] + c.m_off[m]; },
                 [&](std::size_t m, std::size_t j) { return d + m * outp + j * implicit_nr; }, implicit_zeros,
                 buf, nr);
             for (std::size_t i = 0; i < tr; ++i)
