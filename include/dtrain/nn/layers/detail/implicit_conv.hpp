@@ -8,37 +8,10 @@
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/nn/layers/detail/direct_conv.hpp>
 #include <dtrain/nn/layers/detail/im2col.hpp>
+#include <dtrain/nn/layers/detail/implicit_conv_geometry.hpp>
 #include <dtrain/nn/layers/detail/implicit_conv_kernels.hpp>
 
 namespace dtrain::detail {
-
-/// One run of output positions along an axis, [begin, end), that meet the input at the same kernel offsets
-/// [tap_begin, tap_end) (empty where every offset falls on padding).
-struct ConvSegment {
-    /// First and one-past-last output index.
-    std::size_t begin, end;
-    /// First and one-past-last kernel offset that lands inside the input.
-    std::size_t tap_begin, tap_end;
-};
-
-/// The output positions along one axis (kernel k, input length len, stride s, padding p, out outputs)
-/// grouped into runs with the same valid kernel offsets: e.g. 3 runs (first, middle, last) for a 3x3
-/// kernel with padding 1 and stride 1.
-inline std::vector<ConvSegment> conv_segments(std::size_t k, std::size_t len, std::size_t s, std::size_t p,
-                                              std::size_t out) {
-    std::vector<ConvSegment> segs;
-    for (std::size_t o = 0; o < out; ++o) {
-        // offset t is valid when 0 <= o * s + t - p < len
-        const std::size_t lo = o * s >= p ? 0 : std::min(k, p - o * s);
-        const std::size_t hi = len + p > o * s ? std::min(k, len + p - o * s) : 0;
-        const ConvSegment seg{o, o + 1, lo, std::max(lo, hi)};
-        if (!segs.empty() && segs.back().tap_begin == seg.tap_begin && segs.back().tap_end == seg.tap_end)
-            segs.back().end = o + 1;
-        else
-            segs.push_back(seg);
-    }
-    return segs;
-}
 
 /// Packs the weights of the `rows` used taps (tap u at w[o * fan_in + used_w[u]] of w [out, fan_in]) for
 /// implicit_conv_forward: block b (channels [16b, 16b + 16)) at wp + 16b * rows holds [rows][16], channels
@@ -70,12 +43,13 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 /// over the input itself: the output positions are grouped into classes whose rows and columns meet the input
 /// at the same kernel offsets (corners, edges, interior; conv_segments), and each class is one GEMM over
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
-/// products with padding. With stride 1 (and padding below the kernel size) the input gradient is computed
-/// the same way, as the convolution of the output gradient with the flipped weights, each input's gradient
-/// one fixed-order sum. The register-tiled kernels are those of implicit_conv_kernels.hpp; figures for
-/// the Needle ResNet9 (maps of 8x8 to 1x1) in benchmarks/train/README.md. Scratch is sized by prepare() and
-/// reused; nothing allocates while the shape stays. Results agree with im2col + GEMM within float rounding
-/// and are deterministic.
+/// products with padding. The input gradient is computed the same way, as convolutions of the output
+/// gradient with the flipped weights, one per phase of the input under the stride (input_grad_phase(); one
+/// with stride 1), each input's gradient one fixed-order sum; where a phase cannot be (padding as large as
+/// the kernel, a 1x1 output) it is scattered from a GEMM per class instead. The register-tiled kernels are
+/// those of implicit_conv_kernels.hpp; figures for the Needle ResNet9 (maps of 8x8 to 1x1) in
+/// benchmarks/train/README.md. Scratch is sized by prepare() and reused; nothing allocates while the shape
+/// stays. Results agree with im2col + GEMM within float rounding and are deterministic.
 class ImplicitConv {
 public:
     /// Builds the classes and sizes the scratch for `n` samples of geometry `g` into `out` channels;
@@ -84,25 +58,75 @@ public:
     /// With avx512 the AVX-512 tiles run (requires cpu_has_avx512f()), else the AVX2 ones.
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false,
                  bool avx512 = gemm_avx512_available()) {
+        // dx as convolutions of dy (no scatter of overlapping taps into dx); not on a 1x1 output, where no
+        // two positions' taps overlap and the convolutions would only add passes
+        dx_conv_.clear();
+        flip_w_.clear();
+        if (!forward_only && g.oh * g.ow > 1) plan_input_grad(g, n, out, avx512);
+        build(g, n, out, forward_only, avx512, {out * g.positions(), g.positions(), g.ow, 1, 1, 0, 0});
+    }
+
+private:
+    // Where output (oy, ox) of channel ch of sample s goes: y[s * sample + ch * plane + (oy * sy + ay) *
+    // row + ox * sx + ax] (a convolution's own NCHW output, or one phase of a larger map).
+    struct Placement {
+        std::size_t sample, plane, row, sy, sx, ay, ax;
+    };
+
+    // The input gradient as sh * sw convolutions of dy, one per phase (a, b) of dx (its rows a, a + sh, ...
+    // by columns b, b + sw, ...; input_grad_phase()) with the kernel's taps that reach that phase, turned by
+    // 180 degrees and transposed: each dx value one fixed-order sum, written once. With stride 1 one
+    // convolution with padding k - 1 - p. Left empty (the scatter) when a phase would need negative
+    // padding or has no tap.
+    void plan_input_grad(const ConvGeometry& g, std::size_t n, std::size_t out, bool avx512) {
+        for (std::size_t a = 0; a < g.sh; ++a)
+            for (std::size_t b = 0; b < g.sw; ++b) {
+                const InputGradPhase ya = input_grad_phase(a, g.kh, g.sh, g.ph, g.h),
+                                     xa = input_grad_phase(b, g.kw, g.sw, g.pw, g.w);
+                ConvGeometry gp{out, g.oh, g.ow, ya.taps, xa.taps, 1, 1, ya.lead, xa.lead};
+                gp.oh = ya.count;
+                gp.ow = xa.count;
+                if (!ya.ok || !xa.ok || !used_tap_range(gp.kh, gp.h, gp.ph, gp.oh, gp.k0h, gp.k1h) ||
+                    !used_tap_range(gp.kw, gp.w, gp.pw, gp.ow, gp.k0w, gp.k1w)) {
+                    dx_conv_.clear();
+                    flip_w_.clear();
+                    return;
+                }
+                dx_conv_.emplace_back();
+                ImplicitConv& t = dx_conv_.back();
+                t.build(gp, n, g.c, true, avx512, {g.c * g.h * g.w, g.h * g.w, g.w, g.sh, g.sw, a, b});
+                // its used tap u, (o, ki, kj), of output channel ci reads w at flip + ci * kh * kw
+                flip_w_.emplace_back();
+                for (const std::size_t u : t.used_w_) {
+                    const std::size_t o = u / (gp.kh * gp.kw), ki = u / gp.kw % gp.kh, kj = u % gp.kw;
+                    flip_w_.back().push_back(o * g.c * g.kh * g.kw +
+                                             (ya.first + g.sh * (gp.kh - 1 - ki)) * g.kw + xa.first +
+                                             g.sw * (gp.kw - 1 - kj));
+                }
+            }
+    }
+
+    // [k0, k1): the taps of a stride-1 convolution (kernel k, input len, left padding p, `out` outputs) that
+    // meet the input at some output; false when none does.
+    static bool used_tap_range(std::size_t k, std::size_t len, std::size_t p, std::size_t out,
+                               std::size_t& k0, std::size_t& k1) {
+        k0 = k;
+        k1 = 0;
+        for (const ConvSegment& s : conv_segments(k, len, 1, p, out))
+            if (s.tap_begin < s.tap_end) {
+                k0 = std::min(k0, s.tap_begin);
+                k1 = std::max(k1, s.tap_end);
+            }
+        return k0 < k1;
+    }
+
+    // prepare() for geometry g (its oh, ow, k0h, k1h, k0w and k1w set), writing outputs where `place` says.
+    void build(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only, bool avx512,
+               const Placement& place) {
         g_ = g;
         n_ = n;
         out_ = out;
-        // Stride 1 with padding below the kernel size: dx is the convolution of dy with the flipped,
-        // transposed weights and padding k - 1 - p, another forward (no scatter of overlapping taps into dx).
-        // Not on a 1x1 output, where no two positions' taps overlap and the flip would only add a pass.
-        dx_conv_.clear();
-        if (!forward_only && g.sh == 1 && g.sw == 1 && g.ph < g.kh && g.pw < g.kw && g.oh * g.ow > 1) {
-            ConvGeometry gt{out, g.oh, g.ow, g.kh, g.kw, 1, 1, g.kh - 1 - g.ph, g.kw - 1 - g.pw};
-            gt.finish();
-            dx_conv_.resize(1);
-            dx_conv_[0].prepare(gt, n, g.c, true, avx512);
-            // its used tap (o, ki, kj) of output (input) channel ci reads w at flip_w_[u] + ci * kh * kw
-            flip_w_.clear();
-            for (const std::size_t u : dx_conv_[0].used_w_) {
-                const std::size_t o = u / (g.kh * g.kw), ki = u / g.kw % g.kh, kj = u % g.kw;
-                flip_w_.push_back(o * g.c * g.kh * g.kw + (g.kh - 1 - ki) * g.kw + g.kw - 1 - kj);
-            }
-        }
+        y_plane_ = place.plane;
         const std::size_t nkh = g.k1h - g.k0h, nkw = g.k1w - g.k0w, pos = g.positions();
         used_w_.clear();
         for (std::size_t ci = 0; ci < g.c; ++ci)
@@ -129,7 +153,8 @@ public:
                                              (std::ptrdiff_t(oy * g.sh) - std::ptrdiff_t(g.ph)) *
                                                  std::ptrdiff_t(g.w) +
                                              std::ptrdiff_t(ox * g.sw) - std::ptrdiff_t(g.pw));
-                            y_off_.push_back(s * out * pos + oy * g.ow + ox);
+                            y_off_.push_back(s * place.sample + (oy * place.sy + place.ay) * place.row +
+                                             ox * place.sx + place.ax);
                             y_row_.push_back(s * pos + oy * g.ow + ox);
                         }
                 for (std::size_t ci = 0; ci < g.c; ++ci)
@@ -157,6 +182,7 @@ public:
         avx512_ = avx512;
     }
 
+public:
     /// y [n, out, oh, ow] = the convolution of x [n, c, h, w] with w [out, c, kh, kw] plus bias [out].
     void forward(const float* x, const float* w, const float* bias, float* y) {
         pack_implicit_weights(w, out_, fan_in(), used_w_.size(), used_w_.data(), wt_.data());
@@ -209,10 +235,15 @@ public:
     void backward_data(const float* dy, const float* w, float* dx) {
 #ifdef DTRAIN_DIRECT_CONV
         if (!dx_conv_.empty()) {
-            // its weights [c, out, kh, kw] are w [out, c, kh, kw] turned by 180 degrees, packed straight away
-            ImplicitConv& t = dx_conv_[0];
-            pack_implicit_weights(w, g_.c, g_.kh * g_.kw, t.used_w_.size(), flip_w_.data(), t.wt_.data());
-            return t.run_forward(dy, nullptr, dx);
+            // their weights are taps of w [out, c, kh, kw] turned by 180 degrees and transposed, packed
+            // straight away; each writes its phase of dx
+            for (std::size_t p = 0; p < dx_conv_.size(); ++p) {
+                ImplicitConv& t = dx_conv_[p];
+                pack_implicit_weights(w, g_.c, g_.kh * g_.kw, t.used_w_.size(), flip_w_[p].data(),
+                                      t.wt_.data());
+                t.run_forward(dy, nullptr, dx);
+            }
+            return;
         }
         if (rows_of_ != dy) {
             unused_db_.assign(out_, 0.0f);
@@ -245,7 +276,7 @@ private:
 #ifdef DTRAIN_DIRECT_CONV
         for (const Class& c : classes_)
             (avx512_ ? implicit_conv_forward_avx512 : implicit_conv_forward)(
-                x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, g_.positions(), bias, y);
+                x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, y_plane_, bias, y);
 #endif
         (void)x, (void)bias, (void)y;
     }
@@ -294,10 +325,11 @@ private:
     AlignedVector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)
     AlignedVector<float> dxt_;  // the input gradient's tiles of one group of positions, before they are added
     bool avx512_ = false;       // the AVX-512 kernels (gemm_avx512_available() at prepare())
-    std::vector<ImplicitConv> dx_conv_;  // stride 1: the input gradient's convolution (one, or none)
+    std::vector<ImplicitConv> dx_conv_;  // the input gradient's convolutions, one per phase (or none)
     const float* rows_of_ = nullptr;     // the dy whose rows dyt_ holds (set by backward_weights)
     AlignedVector<float> unused_db_;     // the bias sums backward_data makes with the rows, discarded
-    std::vector<std::size_t> flip_w_;    // where its used taps read w, for its output channel 0
+    std::vector<std::vector<std::size_t>> flip_w_;  // where their used taps read w, for output channel 0
+    std::size_t y_plane_ = 0;                       // the output's channel stride (Placement::plane)
 };
 
 }  // namespace dtrain::detail
