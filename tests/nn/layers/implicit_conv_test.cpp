@@ -63,9 +63,10 @@ TEST_CASE("ImplicitConv: the AVX-512 tiles give bitwise the AVX2 tiles' output a
     // channels that leave an odd block or a partial one (17, 40, 50), tap counts that leave 1-31 taps of a
     // 32-tap input-gradient tile, classes whose positions leave partial tiles of 1-7 rows, positions whose
     // taps all fall on padding (1x1 kernel, stride 3, padding 2), and classes with a subset of the taps.
-    // Stride 1 computes the input gradient as a convolution (padding k - 1 - p: 1, 0 and 2 here), except
-    // with padding as large as the kernel or a 1x1 output (128 -> 48), added tap by tap. The last two
-    // sum over several chains and partial sums (fan-in 1,440 and 1,170; 80 and 70 channels).
+    // The input gradient is a convolution per phase of the input (stride 1: one, padding k - 1 - p: 1, 0 and
+    // 2 here; stride 2 by 2: four; 2 by 1: two), except where a phase would need negative padding or no tap
+    // reaches it (stride 3 with padding 2, 1x1 kernels with padding or stride 3), added tap by tap. The last
+    // two sum over several chains and partial sums (fan-in 1,440 and 1,170; 80 and 70 channels).
     const std::vector<ImplicitCase> cases = {
         {3, 16, 32, 32, 7, 7, 4, 4, 3, 3, 3}, {16, 32, 8, 8, 3, 3, 2, 2, 1, 1, 5},
         {32, 32, 4, 4, 3, 3, 1, 1, 1, 1, 7},  {64, 128, 2, 2, 3, 3, 2, 2, 1, 1, 3},

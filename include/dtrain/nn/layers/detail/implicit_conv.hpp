@@ -45,9 +45,9 @@ DTRAIN_OUT_OF_LINE inline void pack_implicit_input_grad_weights(const float* w, 
 /// only its valid taps, read at signed offsets from the input. No padded copy, no column matrix, no
 /// products with padding. The input gradient is computed the same way, as convolutions of the output
 /// gradient with the flipped weights, one per phase of the input under the stride (input_grad_phase(); one
-/// with stride 1), each input's gradient one fixed-order sum; where a phase cannot be (padding as large as
-/// the kernel, a 1x1 output) it is scattered from a GEMM per class instead. The register-tiled kernels are
-/// those of implicit_conv_kernels.hpp; figures for the Needle ResNet9 (maps of 8x8 to 1x1) in
+/// with stride 1), each input's gradient one fixed-order sum; where a phase cannot be (it would need negative
+/// padding, or no tap reaches it) it is scattered from a GEMM per class instead. The register-tiled kernels
+/// are those of implicit_conv_kernels.hpp; figures for the Needle ResNet9 (maps of 8x8 to 1x1) in
 /// benchmarks/train/README.md. Scratch is sized by prepare() and reused; nothing allocates while the shape
 /// stays. Results agree with im2col + GEMM within float rounding and are deterministic.
 class ImplicitConv {
@@ -58,11 +58,10 @@ public:
     /// With avx512 the AVX-512 tiles run (requires cpu_has_avx512f()), else the AVX2 ones.
     void prepare(const ConvGeometry& g, std::size_t n, std::size_t out, bool forward_only = false,
                  bool avx512 = gemm_avx512_available()) {
-        // dx as convolutions of dy (no scatter of overlapping taps into dx); not on a 1x1 output, where no
-        // two positions' taps overlap and the convolutions would only add passes
+        // dx as convolutions of dy (no scatter of overlapping taps into a zeroed dx)
         dx_conv_.clear();
         flip_w_.clear();
-        if (!forward_only && g.oh * g.ow > 1) plan_input_grad(g, n, out, avx512);
+        if (!forward_only) plan_input_grad(g, n, out, avx512);
         build(g, n, out, forward_only, avx512, {out * g.positions(), g.positions(), g.ow, 1, 1, 0, 0});
     }
 
