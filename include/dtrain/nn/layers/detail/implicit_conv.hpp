@@ -175,6 +175,11 @@ private:
         dwo_.resize(!forward_only && avx512 ? g.col_rows() * out : 0);
         // rows of 8 positions or more: dy transposed block by block, then rows copied (AVX-512)
         nhwc_.assign(!forward_only && avx512 && pos >= 8 ? n * pos * implicit_round(out) : 0, 0.0f);
+        // the forward pass into rows too, where it writes its own NCHW output
+        y_rows_.resize(avx512 && pos >= 8 && place.plane == pos && place.sy == 1 && place.sx == 1 &&
+                               place.ay == 0 && place.ax == 0
+                           ? n * pos * implicit_round(out)
+                           : 0);
         wt_.resize(
             std::max(implicit_round(out) * g.col_rows(), scatter_dx ? out * implicit_round(max_taps) : 0));
         dxt_.resize(scatter_dx ? implicit_mr_max * implicit_round(max_taps) : 0);
@@ -273,6 +278,16 @@ private:
     // forward() with the weights already packed into wt_.
     void run_forward(const float* x, const float* bias, float* y) {
 #ifdef DTRAIN_DIRECT_CONV
+        if (!y_rows_.empty()) {  // rows of positions, then each sample's [pos, outp] transposed into y
+            for (const Class& c : classes_)
+                implicit_conv_forward_rows_avx512(x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, bias,
+                                                  y_rows_.data());
+            const std::size_t pos = g_.positions(), outp = implicit_round(out_);
+            for (std::size_t s = 0; s < n_; ++s)
+                transpose_avx512(pos, out_, y_rows_.data() + s * pos * outp, outp, y + s * out_ * pos, pos,
+                                 nullptr);
+            return;
+        }
         for (const Class& c : classes_)
             (avx512_ ? implicit_conv_forward_avx512 : implicit_conv_forward)(
                 x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, y_plane_, bias, y);
@@ -304,7 +319,8 @@ private:
                 tap_off_.data() + c.tap_begin,
                 tap_u_.data() + c.tap_begin,
                 c.taps,
-                c.taps_in_order};
+                c.taps_in_order,
+                y_row_.data() + m};
     }
 
     ConvGeometry g_;
@@ -318,6 +334,7 @@ private:
     std::vector<std::size_t> tap_u_;     // each class tap's index among the used taps
     std::vector<std::size_t> tap_w_;     // each class tap's index in a kernel [c, kh, kw]: used_w_[tap_u_[t]]
     AlignedVector<float> dyt_;           // the output gradient as rows [n * pos, implicit_round(out)]
+    AlignedVector<float> y_rows_;        // the forward output as rows [n * pos, implicit_round(out)], or none
     AlignedVector<float> nhwc_;          // dy transposed per sample, [n * pos, implicit_round(out)], or none
     AlignedVector<float> dwt_;  // the weight gradient of one backward, [used taps, implicit_round(out)]
     AlignedVector<float> dwo_;  // dwt_ transposed, [out, used taps] (AVX-512)

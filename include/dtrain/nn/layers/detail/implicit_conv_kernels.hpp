@@ -54,6 +54,8 @@ struct ImplicitClass {
     std::size_t taps;
     /// True when tap_u[t] == t for every tap (the class has all the used taps, in order).
     bool taps_in_order;
+    /// Each position's row of the forward pass's output rows (sample * pos + position), when it writes rows.
+    const std::size_t* y_row = nullptr;
 };
 
 #ifdef DTRAIN_DIRECT_CONV
@@ -91,7 +93,7 @@ template <class Tile, class Tail>
 [[gnu::always_inline]] inline void implicit_forward_body(const float* x, const ImplicitClass& c,
                                                          const float* w_packed, std::size_t rows,
                                                          std::size_t out, std::size_t pos, const float* bias,
-                                                         float* y) {
+                                                         float* y, float* y_rows = nullptr) {
     implicit_column_blocks<Tile, Tail>(out, [&](std::size_t o0, auto tile) {
         using T = decltype(tile);
         constexpr std::size_t nr = T::nb * implicit_nr;
@@ -120,10 +122,16 @@ template <class Tile, class Tail>
                     [&](std::size_t t, std::size_t j) { return wb + (j * rows + c.tap_u[t]) * implicit_nr; },
                     init, buf, nr);
             }
-            for (std::size_t i = 0; i < r.mr; ++i) {
-                float* yi = y + c.y_off[r.m[i]] + o0 * pos;
-                for (std::size_t ch = 0; ch < cb; ++ch)
-                    yi[ch * pos] = buf[i * nr + ch];
+            if (y_rows != nullptr) {  // whole rows of implicit_round(out) values, transposed later
+                for (std::size_t i = 0; i < r.mr; ++i)
+                    std::copy(buf + i * nr, buf + i * nr + nr,
+                              y_rows + c.y_row[r.m[i]] * implicit_round(out) + o0);
+            } else {
+                for (std::size_t i = 0; i < r.mr; ++i) {
+                    float* yi = y + c.y_off[r.m[i]] + o0 * pos;
+                    for (std::size_t ch = 0; ch < cb; ++ch)
+                        yi[ch * pos] = buf[i * nr + ch];
+                }
             }
         }
     });
@@ -147,6 +155,17 @@ DTRAIN_AVX512_KERNEL inline void implicit_conv_forward_avx512(const float* x, co
                                                               std::size_t out, std::size_t pos,
                                                               const float* bias, float* y) {
     implicit_forward_body<ImplicitTile512, ImplicitTile512Tail>(x, c, w_packed, rows, out, pos, bias, y);
+}
+
+/// implicit_conv_forward_avx512 into rows: y_rows [n * pos, implicit_round(out)] at row c.y_row[m] for
+/// position m, all implicit_round(out) columns written (the padding columns hold the padded weights' zeros
+/// plus the bias' zeros), the same values. Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void implicit_conv_forward_rows_avx512(const float* x, const ImplicitClass& c,
+                                                                   const float* w_packed, std::size_t rows,
+                                                                   std::size_t out, const float* bias,
+                                                                   float* y_rows) {
+    implicit_forward_body<ImplicitTile512, ImplicitTile512Tail>(x, c, w_packed, rows, out, 0, bias, nullptr,
+                                                                y_rows);
 }
 
 /// dyt [rows, outp] (outp = implicit_round(out), the extra channels 0): row m = the output gradient dy
