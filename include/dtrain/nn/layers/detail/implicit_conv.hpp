@@ -328,8 +328,8 @@ private:
     std::vector<Class> classes_;
     std::vector<std::size_t> used_w_;  // each used tap's index in a kernel [c, kh, kw] (column-matrix order)
     std::vector<std::ptrdiff_t> m_off_;  // each class position's input offset (plus a tap's, an input value)
-    std::vector<std::size_t> y_off_;     // each class position's NCHW offset: sample * out * pos + position
-    std::vector<std::size_t> y_row_;     // each class position's row of nhwc_: sample * pos + position
+    std::vector<std::size_t> y_off_;     // each class position's output offset (where Placement puts it)
+    std::vector<std::size_t> y_row_;     // its row of nhwc_ and y_rows_: sample * pos + position
     std::vector<std::size_t> tap_off_;   // each class tap's offset in a sample
     std::vector<std::size_t> tap_u_;     // each class tap's index among the used taps
     std::vector<std::size_t> tap_w_;     // each class tap's index in a kernel [c, kh, kw]: used_w_[tap_u_[t]]
