@@ -2,11 +2,13 @@
 // output, weight, bias and input gradients within float rounding of float64 and of the reference
 // (im2col + BLAS), at the shipped models' shapes and at odd ones: channels 1, 3, 7, 17 and 33, kernels 1, 3
 // and 5, stride 2 with padding, batches of 1 and 65, fan-in up to 16,384. And Conv2d runs what it names:
-// under each kernel set its results are bitwise those of choose_conv_algorithm() run directly.
+// under each kernel set its results are bitwise those of choose_conv_algorithm() run directly. And each
+// algorithm's input gradient is bitwise the same after a forward pass on an input with infinities.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -166,4 +168,37 @@ TEST_CASE("Conv2d runs the algorithm it names: bitwise the chosen algorithm's re
             CHECK(std::equal(r.db.begin(), r.db.end(), g.begin() + std::ptrdiff_t(r.dw.size())));
         }
     dtrain::detail::kernel_set() = saved;
+}
+
+TEST_CASE(
+    "Every convolution algorithm: the input gradient does not depend on the input, even an infinite one",
+    "[nn][conv2d][kernels]") {
+    // dx depends on dy and w only. An infinite input leaves infinities and NaNs (0 * inf in padded channels)
+    // in the scratch of the forward pass, which the backward passes reuse: none of it may reach dx.
+    const ConvCase cases[] = {{33, 1, 6, 6, {1, 1}, {2, 2}, {0, 0}},  // a phase without taps: the scatter
+                              {3, 7, 8, 7, {3, 3}, {2, 2}, {1, 1}},   // stride 2 with padding, 7 channels
+                              {7, 17, 9, 8, {5, 5}, {1, 1}, {2, 2}},  // padded, 17 channels
+                              {20, 50, 12, 12, {5, 5}, {1, 1}, {0, 0}}};
+    for (const ConvCase& cc : cases) {
+        Rng rng(11);
+        const ConvProblem pr{Conv2d<float>(cc.c, cc.o, cc.k, cc.s, cc.p).geometry(cc.h, cc.w), 4, cc.o};
+        std::vector<float> p(cc.o * pr.fan_in() + cc.o);
+        for (auto& v : p)
+            v = float(rng.uniform(-1, 1));
+        const Tensor<float> x = dtrain::test::random_tensor<float>({4, cc.c, cc.h, cc.w}, rng);
+        const Tensor<float> gy = dtrain::test::random_tensor<float>({4, cc.o, pr.g.oh, pr.g.ow}, rng);
+        for (const auto& entry : dtrain::conv_algorithms<float>()) {
+            if (!entry.applies(pr, dtrain::test::full_cpu())) continue;
+            INFO("Conv2d(" << cc.c << ", " << cc.o << ", " << cc.k[0] << "x" << cc.k[1] << ", stride "
+                           << cc.s[0] << ", padding " << cc.p[0] << "): " << entry.name);
+            const auto finite = entry.make();
+            const ConvResults a = run_algorithm(*finite, pr, x, p, gy);
+            Tensor<float> xi = x;
+            for (std::size_t i = 0; i < xi.size(); i += 5)
+                xi.data()[i] = i % 2 == 0 ? std::numeric_limits<float>::infinity() : -7.0f;
+            const auto infinite = entry.make();
+            const ConvResults b = run_algorithm(*infinite, pr, xi, p, gy);
+            CHECK(std::equal(a.dx.begin(), a.dx.end(), b.dx.begin()));
+        }
+    }
 }

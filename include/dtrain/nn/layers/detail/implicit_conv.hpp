@@ -173,13 +173,12 @@ private:
         dyt_.resize(forward_only ? 0 : n * pos * implicit_round(out));
         dwt_.resize(forward_only ? 0 : g.col_rows() * implicit_round(out));
         dwo_.resize(!forward_only && avx512 ? g.col_rows() * out : 0);
-        // rows of 8 positions or more: dy transposed block by block, then rows copied (AVX-512)
-        nhwc_.assign(!forward_only && avx512 && pos >= 8 ? n * pos * implicit_round(out) : 0, 0.0f);
-        // the forward pass into rows too, where it writes its own NCHW output
-        y_rows_.resize(avx512 && pos >= 8 && place.plane == pos && place.sy == 1 && place.sx == 1 &&
-                               place.ay == 0 && place.ax == 0
-                           ? n * pos * implicit_round(out)
-                           : 0);
+        // Rows of 8 positions or more (AVX-512): dy transposed per sample before its rows are copied, and
+        // the forward pass into rows too where it writes its own NCHW output. One buffer serves both.
+        dy_rows_ = !forward_only && avx512 && pos >= 8;
+        y_rows_ = avx512 && pos >= 8 && place.plane == pos && place.sy == 1 && place.sx == 1 &&
+                  place.ay == 0 && place.ax == 0;
+        rows_.assign(dy_rows_ || y_rows_ ? n * pos * implicit_round(out) : 0, 0.0f);
         wt_.resize(
             std::max(implicit_round(out) * g.col_rows(), scatter_dx ? out * implicit_round(max_taps) : 0));
         dxt_.resize(scatter_dx ? implicit_mr_max * implicit_round(max_taps) : 0);
@@ -278,13 +277,13 @@ private:
     // forward() with the weights already packed into wt_.
     void run_forward(const float* x, const float* bias, float* y) {
 #ifdef DTRAIN_DIRECT_CONV
-        if (!y_rows_.empty()) {  // rows of positions, then each sample's [pos, outp] transposed into y
+        if (y_rows_) {  // rows of positions, then each sample's [pos, outp] transposed into y
             for (const Class& c : classes_)
                 implicit_conv_forward_rows_avx512(x, view(c, 0, n_), wt_.data(), used_w_.size(), out_, bias,
-                                                  y_rows_.data());
+                                                  rows_.data());
             const std::size_t pos = g_.positions(), outp = implicit_round(out_);
             for (std::size_t s = 0; s < n_; ++s)
-                transpose_avx512(pos, out_, y_rows_.data() + s * pos * outp, outp, y + s * out_ * pos, pos,
+                transpose_avx512(pos, out_, rows_.data() + s * pos * outp, outp, y + s * out_ * pos, pos,
                                  nullptr);
             return;
         }
@@ -299,7 +298,7 @@ private:
     void rows_from_nchw(const float* dy, float* db) {
         if (avx512_)
             implicit_rows_from_nchw_avx512(dy, y_off_.data(), y_off_.size(), g_.positions(), out_,
-                                           dyt_.data(), db, n_, nhwc_.empty() ? nullptr : nhwc_.data(),
+                                           dyt_.data(), db, n_, dy_rows_ ? rows_.data() : nullptr,
                                            y_row_.data());
         else
             implicit_rows_from_nchw(dy, y_off_.data(), y_off_.size(), g_.positions(), out_, dyt_.data(), db);
@@ -329,13 +328,13 @@ private:
     std::vector<std::size_t> used_w_;  // each used tap's index in a kernel [c, kh, kw] (column-matrix order)
     std::vector<std::ptrdiff_t> m_off_;  // each class position's input offset (plus a tap's, an input value)
     std::vector<std::size_t> y_off_;     // each class position's output offset (where Placement puts it)
-    std::vector<std::size_t> y_row_;     // its row of nhwc_ and y_rows_: sample * pos + position
+    std::vector<std::size_t> y_row_;     // its row of rows_: sample * pos + position
     std::vector<std::size_t> tap_off_;   // each class tap's offset in a sample
     std::vector<std::size_t> tap_u_;     // each class tap's index among the used taps
     std::vector<std::size_t> tap_w_;     // each class tap's index in a kernel [c, kh, kw]: used_w_[tap_u_[t]]
     AlignedVector<float> dyt_;           // the output gradient as rows [n * pos, implicit_round(out)]
-    AlignedVector<float> y_rows_;        // the forward output as rows [n * pos, implicit_round(out)], or none
-    AlignedVector<float> nhwc_;          // dy transposed per sample, [n * pos, implicit_round(out)], or none
+    AlignedVector<float> rows_;          // the forward output's or dy's rows [n * pos, implicit_round(out)]
+    bool y_rows_ = false, dy_rows_ = false;  // forward() and rows_from_nchw() go through rows_
     AlignedVector<float> dwt_;  // the weight gradient of one backward, [used taps, implicit_round(out)]
     AlignedVector<float> dwo_;  // dwt_ transposed, [out, used taps] (AVX-512)
     AlignedVector<float> wt_;   // the packed weights (forward) or one class's rows (input gradient)

@@ -197,9 +197,9 @@ DTRAIN_AVX2_KERNEL inline void implicit_rows_from_nchw(const float* dy, const st
         }
 }
 
-/// implicit_rows_from_nchw on AVX-512: bitwise the same rows and sums. With `nhwc` (scratch [n * pos, outp]
-/// whose channels from `out` on are 0, and y_row[m] = sample * pos + position of row m) each sample's dy is
-/// first transposed into it block by block and the rows copied from there; without, each row's 16 channels
+/// implicit_rows_from_nchw on AVX-512: bitwise the same rows and sums. With `nhwc` (scratch [n * pos, outp],
+/// y_row[m] = sample * pos + position of row m) each sample's dy is first transposed into it block by block,
+/// its channels from `out` on set to 0, and the rows copied from there; without, each row's 16 channels
 /// are one gather (slower, but needs no scratch). Requires cpu_has_avx512f().
 DTRAIN_AVX512_KERNEL inline void implicit_rows_from_nchw_avx512(const float* dy, const std::size_t* y_off,
                                                                 std::size_t rows, std::size_t pos,
@@ -211,6 +211,9 @@ DTRAIN_AVX512_KERNEL inline void implicit_rows_from_nchw_avx512(const float* dy,
     if (nhwc != nullptr)
         for (std::size_t s = 0; s < n; ++s)
             transpose_avx512(out, pos, dy + s * out * pos, pos, nhwc + s * pos * outp, outp, nullptr);
+    if (nhwc != nullptr && outp != out)
+        for (std::size_t r = 0; r < n * pos; ++r)
+            std::fill(nhwc + r * outp + out, nhwc + (r + 1) * outp, 0.0f);
     const __m512i idx = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(pos)));
     for (std::size_t m0 = 0; m0 < rows; m0 += block)
