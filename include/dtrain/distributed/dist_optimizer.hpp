@@ -19,7 +19,6 @@
 #include <dtrain/core/operation.hpp>
 #include <dtrain/core/span.hpp>
 #include <dtrain/distributed/bucket.hpp>
-#include <dtrain/distributed/bucket_schedule.hpp>
 #include <dtrain/distributed/comm_hook.hpp>
 #include <dtrain/distributed/compression_hook.hpp>
 #include <dtrain/distributed/detail/backward_passes.hpp>
@@ -27,6 +26,7 @@
 #include <dtrain/distributed/detail/hooked_comm.hpp>
 #include <dtrain/distributed/detail/initial_state.hpp>
 #include <dtrain/distributed/detail/nonfinite.hpp>
+#include <dtrain/distributed/detail/reduction_round.hpp>
 #include <dtrain/distributed/detail/state_sync.hpp>
 #include <dtrain/distributed/options.hpp>
 #include <dtrain/distributed/progress_thread.hpp>
@@ -95,7 +95,8 @@ public:
         : model_(model),
           opt_(std::move(opt)),
           options_(options),
-          comm_(detail::check_same_policy(comm, detail::comm_policy_name<Comm>::get(), "DistOptimizer")) {
+          comm_(detail::check_same_policy(comm, detail::comm_policy_name<Comm>::get(), "DistOptimizer")),
+          round_(comm_, hook_, model_) {
         OperationScope op("DistOptimizer constructor", comm_.mpi_comm(), detail::no_step,
                           options_.stall_timeout);
         detail::check_same_setup(model_, opt_, options_, "DistOptimizer", comm_.mpi_comm());
@@ -107,15 +108,15 @@ public:
         detail::share_initial_state(model_, opt_, std::vector<Range>(std::size_t(comm_.size()), whole),
                                     options_.root, comm_.mpi_comm());
 
-        schedule_ =
-            Schedule(make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type)));
+        round_.set_buckets(
+            make_buckets(model_.parameter_ranges(), options_.bucket_bytes, sizeof(value_type)));
         const double denom = double(comm_.size()) * double(options_.accumulation_steps);
         scale_ = value_type(1.0 / denom);
         const bool overlapping = options_.overlap && comm_.size() > 1;
-        const bool progress = overlapping && schedule_.size() > 1 &&
+        const bool progress = overlapping && round_.schedule().size() > 1 &&
                               progress_thread_enabled(detail::node_local_size(comm_.mpi_comm()));
         hook_.install(CompressionHook<value_type>(options_.compression, options_.topk_ratio),
-                      schedule_.buckets(), model_.num_parameters(), comm_, overlapping);
+                      round_.schedule().buckets(), model_.num_parameters(), comm_, overlapping);
         passes_ = detail::BackwardPasses(options_.accumulation_steps, overlapping, model_.num_parameters());
         // Large layers report their gradient in quarters of a bucket, so a bucket (or a piece of a split
         // layer) can start its reduction before the layer's backward() has finished.
@@ -125,11 +126,10 @@ public:
                 : 0;
         // Nothing below throws before the hooks are in place, except starting the thread (undone then).
         detail::hook_backward_passes(model_, passes_, chunk,
-                                     [this](std::size_t from) { launch_ready(from); });
+                                     [this](std::size_t from) { round_.launch_ready(from); });
         if (progress) {
             try {
-                progress_.start(
-                    mutex_, [this] { return schedule_.outstanding(); }, [this] { poll(); });
+                round_.start_progress();
             } catch (...) {
                 remove_hooks();
                 throw;
@@ -152,7 +152,7 @@ public:
     /// Stops the progress thread and removes the model's hooks; reductions still in flight are completed by
     /// their requests' destructors (as the communicator defines).
     ~DistOptimizer() {
-        progress_.stop();
+        round_.progress().stop();
         remove_hooks();
     }
 
@@ -160,7 +160,7 @@ public:
     /// reductions that a previous backward() started without a step().
     void zero_grad() {
         OperationScope op("DistOptimizer::zero_grad", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
-        drain();
+        round_.drain();
         model_.zero_grad();
         passes_.restart();
     }
@@ -177,29 +177,30 @@ public:
         OperationScope op("DistOptimizer::step", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
         Span<value_type> grads = model_.gradients(), params = model_.parameters();
         const bool multi = comm_.size() > 1, reduce = multi || !hook_.plain();
-        auto w = wire();
-        std::unique_lock<std::mutex> lock(mutex_);
-        progress_.rethrow_error();
+        auto w = round_.wire();
+        typename Round::Schedule& schedule = round_.schedule();
+        std::unique_lock<std::mutex> lock(round_.mutex());
+        round_.progress().rethrow_error();
         // Pipelined updates cannot be taken back, so skipping non-finite steps checks every bucket first.
         const bool pipelined =
             has_step_range_v<Opt> && multi && options_.overlap && options_.nonfinite != NonFinite::Skip;
         const bool check = options_.nonfinite != NonFinite::Ignore;
-        std::size_t bad = schedule_.size();  // first bucket holding a NaN or an infinity
-        for (std::size_t b = 0; b < schedule_.size(); ++b) {
-            const Bucket& k = schedule_.buckets()[b];
+        std::size_t bad = schedule.size();  // first bucket holding a NaN or an infinity
+        for (std::size_t b = 0; b < schedule.size(); ++b) {
+            const Bucket& k = schedule.buckets()[b];
             Span<value_type> g = grads.subspan(k.offset, k.size);
             if (pipelined) {  // keep the next bucket's reduction in flight while this one is updated
-                if (schedule_.launch_until(w, grads, b + 2)) progress_.notify();
+                if (schedule.launch_until(w, grads, b + 2)) round_.progress().notify();
             }
-            if (multi && b < schedule_.launched()) {
-                schedule_.complete(w, b);
+            if (multi && b < schedule.launched()) {
+                schedule.complete(w, b);
                 hook_->finish(GradBucket<value_type>{g, b, k});
             } else if (reduce) {
                 TimelineScope scope("allreduce", "comm", "bucket", std::int64_t(b));
                 hook_->reduce(comm_, GradBucket<value_type>{g, b, k});
             }
             if (!pipelined) {
-                if (!detail::scale_and_check(g.data(), g.size(), scale_, check) && bad == schedule_.size())
+                if (!detail::scale_and_check(g.data(), g.size(), scale_, check) && bad == schedule.size())
                     bad = b;
                 continue;
             }
@@ -212,16 +213,16 @@ public:
                                 k.offset);
             }
             lock.lock();
-            progress_.rethrow_error();
+            round_.progress().rethrow_error();
         }
-        schedule_.end_round();
+        schedule.end_round();
         lock.unlock();
         passes_.end_step();
         if constexpr (has_step_range_v<Opt>) {
             if (pipelined) opt_.finish_step();
         }
-        if (!pipelined && bad < schedule_.size()) {
-            if (options_.nonfinite == NonFinite::Stop) nonfinite(schedule_.buckets()[bad]);
+        if (!pipelined && bad < schedule.size()) {
+            if (options_.nonfinite == NonFinite::Stop) nonfinite(schedule.buckets()[bad]);
             ++skipped_;  // the hook's state (top-k residuals) stays that of the last applied step
         } else {
             if (!pipelined) {
@@ -239,7 +240,7 @@ public:
     void run(Fn&& worker_loop) {
         std::forward<Fn>(worker_loop)();
         OperationScope op("DistOptimizer::run (end)", comm_.mpi_comm(), opt_.steps(), options_.stall_timeout);
-        drain();
+        round_.drain();
         auto p = model_.parameters();
         DTRAIN_CHECK(
             detail::same_everywhere(detail::fnv1a(p.data(), p.size() * sizeof(value_type)), comm_.mpi_comm()),
@@ -267,7 +268,7 @@ public:
     /// The options.
     const SyncOptions& options() const noexcept { return options_; }
     /// The gradient buckets, in reduction order (bucket 0 holds the last layers).
-    const std::vector<Bucket>& buckets() const noexcept { return schedule_.buckets(); }
+    const std::vector<Bucket>& buckets() const noexcept { return round_.schedule().buckets(); }
     /// The built-in hook's compressor with its top-k residuals (an idle None one under another hook type).
     GradientCompressor<value_type>& compressor() noexcept { return hook_.compressor(); }
     /// The hook if it is a Hook (CompressionHook<value_type> unless another was registered), else nullptr.
@@ -285,11 +286,12 @@ public:
     /// every rank after a backward pass without a step, or when describe() differs across ranks.
     template <class Hook>
     Hook& register_comm_hook(Hook hook) {
-        return hook_.replace(std::move(hook), passes_.passes() + schedule_.launched(), options_, opt_.steps(),
-                             mutex_, schedule_.buckets(), model_.num_parameters(), comm_);
+        return hook_.replace(std::move(hook), passes_.passes() + round_.schedule().launched(), options_,
+                             opt_.steps(), round_.mutex(), round_.schedule().buckets(),
+                             model_.num_parameters(), comm_);
     }
     /// True if this DistOptimizer runs a progress thread (see the class comment).
-    bool progress_thread() const noexcept { return progress_.running(); }
+    bool progress_thread() const noexcept { return round_.progress().running(); }
     /// This rank's reports since the last reset_report().
     const Reported& reported() const noexcept { return reported_; }
     /// Steps skipped because their gradient was not finite (options.nonfinite = NonFinite::Skip).
@@ -307,35 +309,11 @@ public:
     double global_mean(double x) { return global_sum(x) / double(comm_.size()); }
 
 private:
-    using Schedule = BucketSchedule<detail::HookedComm<Comm, value_type>, value_type>;
-
-    // The communicator as the schedule sees it: starting a bucket's reduction runs the hook.
-    detail::HookedComm<Comm, value_type> wire() noexcept {
-        return detail::HookedComm<Comm, value_type>(comm_, *hook_, schedule_.buckets(), model_.gradients());
-    }
-
-    // Advances the started reductions (the progress thread's work; under mutex_).
-    void poll() {
-        auto w = wire();
-        schedule_.poll(w);
-    }
+    using Round = detail::ReductionRound<Comm, value_type>;
 
     void remove_hooks() noexcept {
         model_.set_grad_ready_hook(nullptr);
         model_.set_partial_grad_hook(nullptr, 0);
-    }
-
-    // Everything from `from` to the end of the flat gradient buffer is final: starts the reductions of the
-    // buckets inside it that have not started yet.
-    void launch_ready(std::size_t from) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        progress_.rethrow_error();
-        auto w = wire();
-        schedule_.poll(w);
-        if (schedule_.launch_ready(w, model_.gradients(), from)) {
-            lock.unlock();
-            progress_.notify();
-        }
     }
 
     // Throws the error of a non-finite gradient in bucket `k`, naming the step, the value and the layer.
@@ -344,22 +322,13 @@ private:
                                                    hook_->nonfinite_hint()));
     }
 
-    // Completes the reductions started during backward() that step() will not consume.
-    void drain() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto w = wire();
-        schedule_.drain(w);
-    }
-
     Model<value_type>& model_;
     Opt opt_;
     SyncOptions options_;
     Comm comm_;
     detail::BackwardPasses passes_;
     detail::CommHookSlot<Comm, value_type> hook_;  // declared before the requests on its wire buffers
-    Schedule schedule_;
-    std::mutex mutex_;         // serialises comm_ and schedule_ between this thread and progress_
-    ProgressThread progress_;  // declared after what it polls, so it stops first
+    Round round_;  // the buckets' reductions and the progress thread, declared after the hook they run
     Reported reported_;
     value_type scale_ = value_type(1);  // 1 / (size() * accumulation_steps)
     std::uint64_t skipped_ = 0;
