@@ -179,7 +179,7 @@ public:
                 ++skipped_;
                 return;
             }
-            nonfinite();
+            throw Error(detail::async_nonfinite_message(*model_, worker_rank(), step_));
         }
         opt_.set_steps(opt_.steps() + 1);  // the masters applied it with the rate of this step
         ++step_;
@@ -314,14 +314,6 @@ private:
         if (rank() == first) std::rethrow_exception(error);
         throw Error(detail::concat("DistOptimizer<Async>::run: the worker loop threw on rank ", first, ": ",
                                    first_message_));
-    }
-
-    // Throws the error of a gradient holding a NaN or an infinity, naming the step and the layer.
-    [[noreturn]] void nonfinite() const {
-        throw Error(detail::concat(
-            "DistOptimizer<Async>::step: worker ", worker_rank(), "'s gradient of step ", step_,
-            " is not finite: ", detail::locate_nonfinite_gradient(*model_, 0, model_->gradients().size()),
-            " (options.nonfinite = NonFinite::Skip skips such steps instead)"));
     }
 
     Model<T>* model_;

@@ -102,4 +102,13 @@ std::string nonfinite_step_message(const Model<T>& model, std::size_t offset, st
                   ". Every rank stops here (options.nonfinite = NonFinite::Skip skips such steps instead)");
 }
 
+/// The error of DistOptimizer<Async>'s step `step` on worker `worker` whose gradient (all of `model`'s) is
+/// not finite: names the step, the value and the layer, and how to skip such steps instead.
+template <class T>
+std::string async_nonfinite_message(const Model<T>& model, int worker, std::uint64_t step) {
+    return concat("DistOptimizer<Async>::step: worker ", worker, "'s gradient of step ", step,
+                  " is not finite: ", locate_nonfinite_gradient(model, 0, model.gradients().size()),
+                  " (options.nonfinite = NonFinite::Skip skips such steps instead)");
+}
+
 }  // namespace dtrain::detail
