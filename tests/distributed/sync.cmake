@@ -16,6 +16,8 @@ dtrain_add_test(distributed_backward_passes_test PROGRAM distributed_tests
                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/backward_passes_test.cpp)
 dtrain_add_test(distributed_reduction_round_test PROGRAM distributed_tests
                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/reduction_round_test.cpp)
+dtrain_add_test(distributed_sums_elements_test PROGRAM distributed_tests
+                SOURCES ${CMAKE_CURRENT_LIST_DIR}/sums_elements_test.cpp)
 dtrain_add_test(distributed_one_loop_test PROGRAM distributed_tests
                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/one_loop_test.cpp RANKS 1 2 3
                 TIMEOUT 180 LABELS reliability)

@@ -26,6 +26,7 @@
 #include <dtrain/distributed/bucket_schedule.hpp>
 #include <dtrain/distributed/comm_hook.hpp>
 #include <dtrain/distributed/detail/compression_kernels.hpp>
+#include <dtrain/distributed/detail/sums_elements.hpp>
 #include <dtrain/distributed/options.hpp>
 
 namespace dtrain {
@@ -72,22 +73,6 @@ inline std::size_t topk_count(std::size_t n, double ratio) {
     const double k = ratio * double(n) + 0.5;
     return n == 0 ? 0 : std::clamp<std::size_t>(k < 1.0 ? 1 : std::size_t(k), 1, n);
 }
-
-namespace detail {
-
-/// Whether `comm.iallreduce_sum` and `comm.allreduce_sum` take Span<W> (TopK's wire of 32-bit words).
-template <class Comm, class W, class = void>
-struct sums_elements : std::false_type {};
-
-/// Specialisation that detects both members.
-template <class Comm, class W>
-struct sums_elements<Comm, W,
-                     std::void_t<decltype(std::declval<Comm&>().allreduce_sum(std::declval<Span<W>>())),
-                                 decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<W>>()))>>
-    : std::is_same<decltype(std::declval<Comm&>().iallreduce_sum(std::declval<Span<W>>())),
-                   typename Comm::Request> {};
-
-}  // namespace detail
 
 /// The gradient compression of one synchronous DistOptimizer: wire buffers allocated once at construction,
 /// and per bucket (make_buckets()) an encode step that fills the bucket's wire, the communicator's sum of
