@@ -7,6 +7,7 @@
 #include <dtrain/data/cifar.hpp>
 #include <dtrain/data/csv.hpp>
 #include <dtrain/data/dataset.hpp>
+#include <dtrain/data/dataset_view.hpp>
 #include <dtrain/data/idx.hpp>
 #include <dtrain/data/loader.hpp>
 #include <dtrain/data/sampler.hpp>
