@@ -55,15 +55,16 @@ Model<float> mlp(std::size_t in, std::size_t h1, std::size_t h2, std::size_t out
     return m;
 }
 
+// Dense runs GemmDense (its AVX-512 or its AVX2 GEMM) on one thread.
 bool fuses() {
-    return dtrain::detail::gemm_avx512_available() && dtrain::compute_threads() == 1;
+    return dtrain::kernel_cpu().avx2_fma && dtrain::compute_threads() == 1;
 }
 
 }  // namespace
 
 TEST_CASE("Model::infer: bitwise forward() in eval mode, with and without fused Dense runs", "[nn][model]") {
     dtrain::Rng rng(29);
-    SECTION("an MLP: one run over all its layers where Dense runs the AVX-512 GEMM") {
+    SECTION("an MLP: one run over all its layers where Dense runs the AVX-512 or the AVX2 GEMM") {
         Model<float> m = mlp(37, 50, 33, 10);
         using Plan = dtrain::detail::InferencePlan<float>;
         dtrain::Sequential<float> seq("test");  // the model's layers (Model keeps its Sequential private)

@@ -3,15 +3,16 @@
 /// @file
 /// The forward pass of Model::infer(): every layer's eval-mode forward, except that a run of Dense<float>
 /// layers, each optionally followed by ReLU, is computed on transposed activations where Dense runs the
-/// AVX-512 GEMM (GemmAvx512Dense). Dense's forward transposes its input to [in, batch] and its product back
-/// to [batch, out] on every call; a run transposes its input once, keeps every product as [out, batch],
-/// adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads it as the next layer's
-/// transposed input, and transposes only the last product back. The products, bias adds and ReLUs are the
-/// layers' own operations in the same order, so the outputs are bitwise those of Model::forward() in eval
-/// mode.
+/// AVX-512 or the AVX2 GEMM (GemmDense). Dense's forward transposes its input to [in, batch] and its product
+/// back to [batch, out] on every call; a run transposes its input once, keeps every product as [out,
+/// batch], adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads it as the next
+/// layer's transposed input, and transposes only the last product back. The products, bias adds and ReLUs
+/// are the layers' own operations in the same order, so the outputs are bitwise those of Model::forward() in
+/// eval mode.
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm_avx2.hpp>
 #include <dtrain/nn/sequential.hpp>
 
 namespace dtrain::detail {
@@ -50,7 +52,7 @@ public:
 
     /// The end of the run of Dense layers (each optionally followed by ReLU) that run() fuses from layer i
     /// of `seq` for a batch of n, or i when none starts there: T is not float, the layers run on more than
-    /// one thread (compute_threads(): Dense then splits the batch), a Dense does not run the AVX-512 GEMM,
+    /// one thread (compute_threads(): Dense then splits the batch), a Dense runs neither GEMM of GemmDense,
     /// or the run is a lone Dense (nothing to save).
     static std::size_t dense_run_end(Sequential<T>& seq, std::size_t i, std::size_t n) {
         if constexpr (!std::is_same_v<T, float>) {
@@ -60,7 +62,7 @@ public:
             std::size_t end = i;
             while (end < seq.num_layers()) {
                 const auto* d = dynamic_cast<const Dense<float>*>(&seq.layer(end));
-                if (d == nullptr || !runs_gemm_avx512(*d, n)) break;
+                if (d == nullptr || !runs_gemm(*d, n)) break;
                 end += relu_follows(seq, end) ? 2 : 1;
             }
             return end - i >= 2 ? end : i;
@@ -73,10 +75,12 @@ private:
         return i + 1 < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;
     }
 
-    // True when Dense `d` computes a batch of n with GemmAvx512Dense (its forward: dense_forward_avx512()).
-    static bool runs_gemm_avx512(const Dense<float>& d, std::size_t n) {
-        return choose_dense_algorithm<float>(DenseProblem{n, d.in_features(), d.out_features()}).name ==
-               GemmAvx512Dense::label;
+    // True when Dense `d` computes a batch of n with GemmDense (the AVX-512 one where
+    // gemm_avx512_available(), else the AVX2 one).
+    static bool runs_gemm(const Dense<float>& d, std::size_t n) {
+        const std::string name =
+            choose_dense_algorithm<float>(DenseProblem{n, d.in_features(), d.out_features()}).name;
+        return name == GemmAvx512Dense::label || name == GemmAvx2Dense::label;
     }
 
     // Layers [begin, end) of `seq` (a run found by dense_run_end()) on the batch x [n, in].
@@ -90,20 +94,23 @@ private:
             a_.resize(widest * n);
             b_.resize(widest * n);
             float *in = a_.data(), *out = b_.data();
+            const bool avx512 = gemm_avx512_available();
+            const auto gemm = avx512 ? &gemm_avx512 : &gemm_avx2;
+            const auto transpose = avx512 ? &transpose_avx512 : &transpose_avx2;
             auto& first = static_cast<Dense<float>&>(seq.layer(begin));
-            transpose_avx512(n, first.in_features(), x.data(), first.in_features(), in, n, nullptr);
+            transpose(n, first.in_features(), x.data(), first.in_features(), in, n, nullptr);
             for (std::size_t i = begin; i < end;) {
                 auto& d = static_cast<Dense<float>&>(seq.layer(i));
                 const std::size_t fi = d.in_features(), fo = d.out_features();
                 const bool relu = relu_follows(seq, i);  // then the run holds it (dense_run_end)
                 i += relu ? 2 : 1;
                 // the bias and the ReLU applied as each product is stored
-                gemm_avx512(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n,
-                            GemmEpilogue{d.bias().data(), relu});
+                gemm(false, fo, n, fi, d.weight().data(), fi, 1, in, n, out, n,
+                     GemmEpilogue{d.bias().data(), relu});
                 if (i == end) {  // the last product, transposed back to [batch, out]
                     if (out_.dimension() != 2 || out_.shape()[0] != n || out_.shape()[1] != fo)
                         out_ = Tensor<T>::from_shape({n, fo});
-                    transpose_avx512(fo, n, out, n, out_.data(), fo, nullptr);
+                    transpose(fo, n, out, n, out_.data(), fo, nullptr);
                     return out_;
                 }
                 std::swap(in, out);

@@ -149,8 +149,8 @@ public:
 
     /// The outputs of the batch `x` in evaluation mode, whatever the model's mode, for inference only:
     /// bitwise those of forward() in eval mode, with runs of Dense layers (each optionally followed by ReLU)
-    /// computed on transposed activations where Dense runs its AVX-512 GEMM (nn/inference_plan.hpp). Keeps
-    /// nothing for backward(), which throws until the next forward(). predict() and evaluate() run it.
+    /// computed on transposed activations where Dense runs its AVX-512 or AVX2 GEMM (nn/inference_plan.hpp).
+    /// Keeps nothing for backward(), which throws until the next forward(). predict() and evaluate() run it.
     const Tensor<T>& infer(const Tensor<T>& x) {
         DTRAIN_CHECK(!seq_.empty(), "Model::infer: the model has no layers");
         detail::check_batch_shape(x, input_shape_, "Model::infer");

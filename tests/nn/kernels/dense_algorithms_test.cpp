@@ -115,6 +115,7 @@ TEST_CASE("Every Dense algorithm: within float rounding of float64 and the refer
     for (const auto& entry : dtrain::dense_algorithms<float>()) {
         const std::string name = entry.name;
         const bool runs_here = name.find("AVX-512") != std::string::npos ? cpu.avx512f
+                               : name.find("AVX2") != std::string::npos  ? cpu.avx2_fma
                                : name == "oneDNN"                        ? cpu.onednn
                                                                          : true;
         INFO(name << (runs_here ? "" : " (not on this CPU)"));

@@ -56,6 +56,7 @@ TEST_CASE(
         CHECK((algo == dtrain::GemmAvx512Conv::label) == (avx512 && avx2));
         CHECK(dtrain::choose_dense_algorithm<float>({64, 500, 10}).name ==
               (avx512   ? std::string(dtrain::GemmAvx512Dense::label)
+               : avx2   ? std::string(dtrain::GemmAvx2Dense::label)
                : onednn ? std::string("oneDNN")
                         : std::string(dtrain::BlasDense<float>::label)));
     } else {

@@ -15,6 +15,7 @@
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/nn/kernels/dense_algorithm.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
+#include <dtrain/nn/layers/detail/dense_gemm_avx2.hpp>
 
 namespace dtrain {
 
@@ -51,14 +52,18 @@ private:
     DenseProblem p_;
 };
 
-/// The AVX-512 register-tile GEMM of detail/dense_gemm.hpp (float, AVX-512F): every output summed in one
-/// fixed order of blocks, the forward pass on the transposed input.
-class GemmAvx512Dense final : public DenseAlgorithm<float> {
+/// The register-tile GEMM of detail/dense_gemm.hpp (Avx512: AVX-512F) or detail/dense_gemm_avx2.hpp (AVX2 and
+/// FMA): every output summed in one fixed order of blocks, the same in both, so that the two give bitwise
+/// the same results; the forward pass on the transposed input.
+template <bool Avx512>
+class GemmDense final : public DenseAlgorithm<float> {
 public:
-    /// AVX-512F.
-    static bool applies(const DenseProblem&, const KernelCpu& cpu) noexcept { return cpu.avx512f; }
-    /// "GEMM (AVX-512)".
-    static constexpr const char* label = "GEMM (AVX-512)";
+    /// AVX-512F, or AVX2 and FMA.
+    static bool applies(const DenseProblem&, const KernelCpu& cpu) noexcept {
+        return Avx512 ? cpu.avx512f : cpu.avx2_fma;
+    }
+    /// "GEMM (AVX-512)" or "GEMM (AVX2)".
+    static constexpr const char* label = Avx512 ? "GEMM (AVX-512)" : "GEMM (AVX2)";
     /// A sample's forward and input gradient do not depend on the rest of its batch.
     static constexpr bool splits_batch = true;
 
@@ -71,23 +76,33 @@ public:
     }
 
     void forward(const float* x, const float* w, const float* bias, float* y) override {
-        detail::dense_forward_avx512(p_.batch, p_.in, p_.out, x, w, bias, xt_.data(), ot_.data(), y);
+        (Avx512 ? detail::dense_forward_avx512 : detail::dense_forward_avx2)(p_.batch, p_.in, p_.out, x, w,
+                                                                             bias, xt_.data(), ot_.data(), y);
     }
 
     void backward_weights(const float* x, const float* dy, std::size_t lo, std::size_t hi, bool add,
                           float* dw) override {
-        detail::gemm_avx512(add, hi - lo, p_.in, p_.batch, dy + lo, 1, p_.out, x, p_.in, dw + lo * p_.in,
-                            p_.in);
+        gemm(add, hi - lo, p_.in, p_.batch, dy + lo, 1, p_.out, x, p_.in, dw + lo * p_.in, p_.in);
     }
 
     void backward_data(const float* dy, const float* w, float* dx) override {
-        detail::gemm_avx512(false, p_.batch, p_.in, p_.out, dy, p_.out, 1, w, p_.in, dx, p_.in);
+        gemm(false, p_.batch, p_.in, p_.out, dy, p_.out, 1, w, p_.in, dx, p_.in);
     }
 
 private:
+    static void gemm(bool add, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t ars,
+                     std::size_t aks, const float* b, std::size_t ldb, float* c, std::size_t ldc) {
+        (Avx512 ? detail::gemm_avx512 : detail::gemm_avx2)(add, m, n, k, a, ars, aks, b, ldb, c, ldc, {});
+    }
+
     DenseProblem p_;
     detail::AlignedVector<float> xt_, ot_;  // the input and output transposed, [in, batch] and [out, batch]
 };
+
+/// The AVX-512 GEMM.
+using GemmAvx512Dense = GemmDense<true>;
+/// The AVX2 GEMM (CPUs without AVX-512).
+using GemmAvx2Dense = GemmDense<false>;
 
 /// A registered Dense algorithm: its name, its applies() and a factory.
 template <class T>
@@ -109,19 +124,22 @@ inline std::vector<DenseAlgorithmEntry<float>>& extra_dense_algorithms() {
 
 }  // namespace detail
 
-/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, the linked extras
-/// (oneDNN: nn/kernels/onednn.hpp), then the reference BLAS, which applies to everything and is the only
-/// one for other types.
+/// The Dense algorithms for element type T, fastest first: for float the AVX-512 GEMM, the AVX2 GEMM, the
+/// linked extras (oneDNN: nn/kernels/onednn.hpp), then the reference BLAS, which applies to everything and
+/// is the only one for other types.
 template <class T>
 const std::vector<DenseAlgorithmEntry<T>>& dense_algorithms() {
     static const std::vector<DenseAlgorithmEntry<T>> list = [] {
         std::vector<DenseAlgorithmEntry<T>> l;
-        if constexpr (std::is_same_v<T, float>)
+        if constexpr (std::is_same_v<T, float>) {
             l.push_back(
                 {GemmAvx512Dense::label, &GemmAvx512Dense::applies,
                  []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx512Dense>(); },
                  GemmAvx512Dense::splits_batch});
-        if constexpr (std::is_same_v<T, float>) {
+            l.push_back(
+                {GemmAvx2Dense::label, &GemmAvx2Dense::applies,
+                 []() -> std::unique_ptr<DenseAlgorithm<T>> { return std::make_unique<GemmAvx2Dense>(); },
+                 GemmAvx2Dense::splits_batch});
             const auto& extra = detail::extra_dense_algorithms();
             l.insert(l.end(), extra.begin(), extra.end());
         }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <dtrain/core/cpu.hpp>
 #include <dtrain/core/error.hpp>
@@ -172,6 +173,37 @@ DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::s
     }
 }
 
+// The body of gemm_avx512() and gemm_avx2() around their strips: C = (accumulate ? C : 0) for k == 0, one
+// chain for k <= sum_block, else the partial sums of sum_super_block steps added into C in order, the
+// epilogue on the last one. strips(acc, one, kb, a, b, e) computes all of C over the kb steps from a and b
+// as the tiles' Acc and One say (std::bool_constant).
+template <class Strips>
+[[gnu::always_inline]] inline void dense_gemm_blocks(bool accumulate, std::size_t m, std::size_t n,
+                                                     std::size_t k, const float* a, std::size_t aks,
+                                                     const float* b, std::size_t ldb, float* c,
+                                                     std::size_t ldc, GemmEpilogue e, Strips strips) {
+    if (k == 0) {
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+                float x = accumulate ? c[i * ldc + j] : 0.0f;
+                if (e.bias != nullptr) x += e.bias[i];
+                c[i * ldc + j] = e.relu && x < 0.0f ? 0.0f : x;
+            }
+        return;
+    }
+    const std::true_type yes;
+    const std::false_type no;
+    if (k <= sum_block) return accumulate ? strips(yes, yes, k, a, b, e) : strips(no, yes, k, a, b, e);
+    for (std::size_t p = 0; p < k; p += sum_super_block) {
+        const std::size_t kb = k - p < sum_super_block ? k - p : sum_super_block;
+        const GemmEpilogue ep = p + kb == k ? e : GemmEpilogue{};  // on the last partial sum's store only
+        if (accumulate || p > 0)
+            strips(yes, no, kb, a + p * aks, b + p * ldb, ep);
+        else
+            strips(no, no, kb, a + p * aks, b + p * ldb, ep);
+    }
+}
+
 /// C [m, n] (row stride ldc) = (accumulate ? C : 0) + A * B, with A(i, p) = a[i * ars + p * aks] (so either
 /// layout of A, transposed or not) and B row-major [k, n] with row stride ldb. Every element of C is summed
 /// over p in the fixed blocks of summation.hpp (super-blocks of sum_super_block added into C in order, each
@@ -183,32 +215,18 @@ DTRAIN_AVX512_KERNEL inline void gemm_avx512(bool accumulate, std::size_t m, std
                                              const float* a, std::size_t ars, std::size_t aks, const float* b,
                                              std::size_t ldb, float* c, std::size_t ldc,
                                              GemmEpilogue e = {}) {
-    if (k == 0) {  // C = (accumulate ? C : 0), then the epilogue
-        for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j) {
-                float x = accumulate ? c[i * ldc + j] : 0.0f;
-                if (e.bias != nullptr) x += e.bias[i];
-                c[i * ldc + j] = e.relu && x < 0.0f ? 0.0f : x;
-            }
-        return;
-    }
-    if (k <= sum_block)
-        return accumulate ? dense_gemm_strips<true, true>(m, n, k, a, ars, aks, b, ldb, c, ldc, e)
-                          : dense_gemm_strips<false, true>(m, n, k, a, ars, aks, b, ldb, c, ldc, e);
-    for (std::size_t p = 0; p < k; p += sum_super_block) {
-        const std::size_t kb = k - p < sum_super_block ? k - p : sum_super_block;
-        const GemmEpilogue ep = p + kb == k ? e : GemmEpilogue{};  // on the last partial sum's store only
-        if (accumulate || p > 0)
-            dense_gemm_strips<true, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc, ep);
-        else
-            dense_gemm_strips<false, false>(m, n, kb, a + p * aks, ars, aks, b + p * ldb, ldb, c, ldc, ep);
-    }
+    dense_gemm_blocks(
+        accumulate, m, n, k, a, aks, b, ldb, c, ldc, e,
+        [&](auto acc, auto one, std::size_t kb, const float* ap, const float* bp, GemmEpilogue ep) {
+            dense_gemm_strips<decltype(acc)::value, decltype(one)::value>(m, n, kb, ap, ars, aks, bp, ldb, c,
+                                                                          ldc, ep);
+        });
 }
 
 // y[j][i] = x[i][j] + bias[i] for the 8 x 8 block at x (row stride ldx) and y (row stride ldy); bias may be
-// null (nothing added).
-DTRAIN_AVX512 inline void dense_transpose8(const float* x, std::size_t ldx, float* y, std::size_t ldy,
-                                           const float* bias) {
+// null (nothing added). AVX only, so that both transposes below inline it.
+DTRAIN_AVX2_FMA inline void dense_transpose8(const float* x, std::size_t ldx, float* y, std::size_t ldy,
+                                             const float* bias) {
     __m256 r[8], t[8];
     for (int i = 0; i < 8; ++i)
         r[i] = _mm256_loadu_ps(x + i * ldx);
@@ -231,12 +249,10 @@ DTRAIN_AVX512 inline void dense_transpose8(const float* x, std::size_t ldx, floa
     }
 }
 
-/// y [cols, rows] (row stride ldy) = the transpose of x [rows, cols] (row stride ldx), plus bias[i] on
-/// column i of y when bias is not null: y[j][i] = x[i][j] (+ bias[i]). Blocks of 8 x 8 in registers, the
-/// edges element by element. Requires cpu_has_avx512f().
-DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t cols, const float* x,
-                                                  std::size_t ldx, float* y, std::size_t ldy,
-                                                  const float* bias) {
+// The body of transpose_avx512() and transpose_avx2().
+[[gnu::always_inline]] DTRAIN_AVX2_FMA inline void dense_transpose(std::size_t rows, std::size_t cols,
+                                                                   const float* x, std::size_t ldx, float* y,
+                                                                   std::size_t ldy, const float* bias) {
     const std::size_t r8 = rows - rows % 8, c8 = cols - cols % 8;
     auto block = [&](std::size_t i, std::size_t j) {
         dense_transpose8(x + i * ldx + j, ldx, y + j * ldy + i, ldy, bias ? bias + i : nullptr);
@@ -265,6 +281,21 @@ DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t 
             y[j * ldy + i] = bias ? x[i * ldx + j] + bias[i] : x[i * ldx + j];
 }
 
+/// y [cols, rows] (row stride ldy) = the transpose of x [rows, cols] (row stride ldx), plus bias[i] on
+/// column i of y when bias is not null: y[j][i] = x[i][j] (+ bias[i]). Blocks of 8 x 8 in registers, the
+/// edges element by element. Requires cpu_has_avx512f().
+DTRAIN_AVX512_KERNEL inline void transpose_avx512(std::size_t rows, std::size_t cols, const float* x,
+                                                  std::size_t ldx, float* y, std::size_t ldy,
+                                                  const float* bias) {
+    dense_transpose(rows, cols, x, ldx, y, ldy, bias);
+}
+
+/// transpose_avx512() compiled for AVX2 and FMA: the same result. Requires cpu_has_avx2_fma().
+DTRAIN_AVX2_KERNEL inline void transpose_avx2(std::size_t rows, std::size_t cols, const float* x,
+                                              std::size_t ldx, float* y, std::size_t ldy, const float* bias) {
+    dense_transpose(rows, cols, x, ldx, y, ldy, bias);
+}
+
 #else  // no kernels on this target: gemm_avx512_available() is false, and these are never called
 
 inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float*, std::size_t, std::size_t,
@@ -275,6 +306,11 @@ inline void gemm_avx512(bool, std::size_t, std::size_t, std::size_t, const float
 inline void transpose_avx512(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
                              const float*) {
     throw std::logic_error("transpose_avx512: not compiled for this target (check gemm_avx512_available())");
+}
+
+inline void transpose_avx2(std::size_t, std::size_t, const float*, std::size_t, float*, std::size_t,
+                           const float*) {
+    throw std::logic_error("transpose_avx2: not compiled for this target (check cpu_has_avx2_fma())");
 }
 
 #endif  // DTRAIN_X86_DISPATCH
