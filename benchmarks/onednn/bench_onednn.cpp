@@ -430,7 +430,9 @@ int main(int argc, char** argv) {
     std::printf("onednn %d.%d.%d (%s), cpu runtime %s, isa %s, omp threads %d\n", v->major, v->minor,
                 v->patch, v->hash, v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other",
                 isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads());
-    std::printf("dtrain kernels: %s\n", dtrain::detail::gemm_avx512_available() ? "AVX-512" : "AVX2/BLAS");
+    std::printf("dtrain kernels: %s (Dense: %s)\n",
+                dtrain::detail::kernel_set_name(dtrain::detail::kernel_set()),
+                dtrain::choose_dense_algorithm<float>({64, 784, 512}).name);
     std::printf("batch 64, rounds %d x %d steps, medians; fma_peak %.1f GFLOP/s\n", rounds, steps, peak);
 
     std::vector<std::unique_ptr<Pair>> pairs;
