@@ -11,24 +11,7 @@
 #include <mpi.h>
 
 #include <dtrain/distributed/progress_thread.hpp>
-
-namespace {
-
-// Waits up to 10 s for `cond` (read under `m`).
-template <class Cond>
-bool eventually(std::mutex& m, Cond cond) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-        {
-            std::lock_guard<std::mutex> lock(m);
-            if (cond()) return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
-}
-
-}  // namespace
+#include <support/eventually.hpp>
 
 TEST_CASE("ProgressThread polls while work is pending and sleeps when there is none", "[dist][progress]") {
     std::mutex m;
@@ -49,7 +32,7 @@ TEST_CASE("ProgressThread polls while work is pending and sleeps when there is n
         pending = 50;
     }
     t.notify();
-    CHECK(eventually(m, [&] { return pending == 0; }));  // the thread alone drove it to zero
+    CHECK(dtrain::test::eventually(m, [&] { return pending == 0; }));  // the thread alone drove it to zero
     int seen = 0;
     {
         std::lock_guard<std::mutex> lock(m);
@@ -76,7 +59,7 @@ TEST_CASE("ProgressThread hands an exception of poll() to the caller once", "[di
             throw std::runtime_error("transport failed");
         });
     t.notify();
-    CHECK(eventually(m, [&] { return polls > 0; }));
+    CHECK(dtrain::test::eventually(m, [&] { return polls > 0; }));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::lock_guard<std::mutex> lock(m);
     CHECK(polls == 1);  // it stops polling until the error is taken

@@ -18,6 +18,7 @@
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/model.hpp>
+#include <support/eventually.hpp>
 #include <support/test_utils.hpp>
 
 namespace {
@@ -71,19 +72,6 @@ dtrain::Model<float> round_model() {
     dtrain::Model<float> m({4}, 3);
     m.add(dtrain::Dense<float>(4, 8)).add(dtrain::ReLU<float>()).add(dtrain::Dense<float>(8, 3));
     return m;
-}
-
-template <class Cond>
-bool round_eventually(std::mutex& m, Cond cond) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < end) {
-        {
-            std::lock_guard<std::mutex> lock(m);
-            if (cond()) return true;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
 }
 
 }  // namespace
@@ -144,7 +132,7 @@ TEST_CASE("ReductionRound's progress thread polls the started reductions and han
         comm.complete[0] = comm.complete[1] = true;
     }
     // The thread alone sees both complete (launch_ready polled before they were).
-    CHECK(round_eventually(round.mutex(), [&] { return !round.schedule().outstanding(); }));
+    CHECK(dtrain::test::eventually(round.mutex(), [&] { return !round.schedule().outstanding(); }));
     round.drain();
     CHECK(comm.waited.empty());
 
@@ -155,7 +143,8 @@ TEST_CASE("ReductionRound's progress thread polls the started reductions and han
         tests = comm.tests;
     }
     round.launch_ready(0);  // nothing had started, so only the thread tests the new reductions
-    CHECK(round_eventually(round.mutex(), [&] { return comm.tests > tests; }));  // and its poll() threw
+    CHECK(
+        dtrain::test::eventually(round.mutex(), [&] { return comm.tests > tests; }));  // and its poll() threw
     {
         std::lock_guard<std::mutex> lock(round.mutex());
         comm.fail = false;
