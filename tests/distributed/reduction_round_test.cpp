@@ -74,19 +74,28 @@ dtrain::Model<float> round_model() {
     return m;
 }
 
+// A ReductionRound over round_model()'s two buckets, its hook recording each start in `starts`.
+struct RoundSetup {
+    dtrain::Model<float> m = round_model();
+    RoundComm comm;
+    std::vector<RoundHook::Start> starts;
+    dtrain::detail::CommHookSlot<RoundComm, float> hook;
+    Round round{comm, hook, m};
+
+    RoundSetup() {
+        round.set_buckets(dtrain::make_buckets(m.parameter_ranges(), 0, sizeof(float)));
+        hook.install(RoundHook{&starts}, round.schedule().buckets(), m.num_parameters(), comm, false);
+    }
+};
+
 }  // namespace
 
 TEST_CASE(
     "ReductionRound starts the buckets inside the final suffix through the hook; drain() ends the round",
     "[dist][sync][round]") {
-    dtrain::Model<float> m = round_model();
-    RoundComm comm;
-    std::vector<RoundHook::Start> starts;
-    dtrain::detail::CommHookSlot<RoundComm, float> hook;
-    Round round(comm, hook, m);
-    round.set_buckets(dtrain::make_buckets(m.parameter_ranges(), 0, sizeof(float)));
+    RoundSetup setup;
+    auto& [m, comm, starts, hook, round] = setup;
     REQUIRE(round.schedule().size() == 2);
-    hook.install(RoundHook{&starts}, round.schedule().buckets(), m.num_parameters(), comm, false);
     const float* g = m.gradients().data();
 
     round.launch_ready(41);  // bucket 0 starts at 40: not final yet
@@ -115,13 +124,8 @@ TEST_CASE(
 
 TEST_CASE("ReductionRound's progress thread polls the started reductions and hands its error to the caller",
           "[dist][sync][round]") {
-    dtrain::Model<float> m = round_model();
-    RoundComm comm;
-    std::vector<RoundHook::Start> starts;
-    dtrain::detail::CommHookSlot<RoundComm, float> hook;
-    Round round(comm, hook, m);
-    round.set_buckets(dtrain::make_buckets(m.parameter_ranges(), 0, sizeof(float)));
-    hook.install(RoundHook{&starts}, round.schedule().buckets(), m.num_parameters(), comm, false);
+    RoundSetup setup;
+    auto& [m, comm, starts, hook, round] = setup;
     round.start_progress();
     CHECK(round.progress().running());
 
