@@ -93,6 +93,38 @@ TEST_CASE("Model::infer: bitwise forward() in eval mode, with and without fused 
         for (std::size_t n : {1, 16, 33})
             check_infer_equals_forward(m, n, rng);
     }
+    SECTION(
+        "ReLU + MaxPool2d pairs (one pass where the AVX-512 windows apply), back to back, and other pools") {
+        // A pair right before the Dense (a later max would hide a pair's missing ReLU from the outputs), and
+        // two pairs back to back, the second reading the first's output, then a pool that is not fused.
+        Model<float> m({3, 21, 34}, 6);
+        m.add(dtrain::Conv2d<float>(3, 4, 3)).add(dtrain::ReLU<float>()).add(dtrain::MaxPool2d<float>(2));
+        m.add(dtrain::Flatten<float>()).add(dtrain::Dense<float>(576, 5));
+        Model<float> m2({3, 21, 34}, 7);
+        m2.add(dtrain::Conv2d<float>(3, 4, 3)).add(dtrain::ReLU<float>()).add(dtrain::MaxPool2d<float>(2));
+        m2.add(dtrain::ReLU<float>()).add(dtrain::MaxPool2d<float>(2)).add(dtrain::MaxPool2d<float>(2, 1));
+        m2.add(dtrain::Flatten<float>()).add(dtrain::Dense<float>(84, 5));
+        using Plan = dtrain::detail::InferencePlan<float>;
+        dtrain::Sequential<float> seq("test");
+        seq.add(std::make_unique<dtrain::ReLU<float>>());
+        seq.add(std::make_unique<dtrain::MaxPool2d<float>>(2));
+        seq.add(std::make_unique<dtrain::MaxPool2d<float>>(2));
+        seq.add(std::make_unique<dtrain::ReLU<float>>());
+        seq.add(std::make_unique<dtrain::MaxPool2d<float>>(3, 2));
+        CHECK((Plan::pool_after_relu(seq, 0) != nullptr) == dtrain::detail::max_pool_avx512_available());
+        CHECK(Plan::pool_after_relu(seq, 1) == nullptr);  // not after a ReLU
+        CHECK(Plan::pool_after_relu(seq, 3) == nullptr);  // 3 x 3 windows
+        for (std::size_t n : {1, 5, 64}) {
+            check_infer_equals_forward(m, n, rng);
+            check_infer_equals_forward(m2, n, rng);
+            Tensor<float> x = dtrain::test::random_tensor<float>({n, 3, 21, 34}, rng);
+            x.data()[7] = std::numeric_limits<float>::quiet_NaN();
+            m.eval();
+            const Tensor<float> expected = m.forward(x);
+            CHECK(same_bits(m.infer(x), expected));
+            m.train();
+        }
+    }
     SECTION("the layer-by-layer path: double, and more than one compute thread") {
         Model<double> md({12}, 4);
         md.add(dtrain::Dense<double>(12, 8)).add(dtrain::ReLU<double>()).add(dtrain::Dense<double>(8, 2));

@@ -1,14 +1,17 @@
 #pragma once
 
 /// @file
-/// The forward pass of Model::infer(): every layer's eval-mode forward, except that a run of Dense<float>
-/// layers, each optionally followed by ReLU, is computed on transposed activations where Dense runs the
-/// AVX-512 or the AVX2 GEMM (GemmDense). Dense's forward transposes its input to [in, batch] and its product
-/// back to [batch, out] on every call; a run transposes its input once, keeps every product as [out,
-/// batch], adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads it as the next
-/// layer's transposed input, and transposes only the last product back. The products, bias adds and ReLUs
-/// are the layers' own operations in the same order, so the outputs are bitwise those of Model::forward() in
-/// eval mode.
+/// The forward pass of Model::infer(): every layer's eval-mode forward, except for two fusions.
+/// - A run of Dense<float> layers, each optionally followed by ReLU, is computed on transposed activations
+///   where Dense runs the AVX-512 or the AVX2 GEMM (GemmDense). Dense's forward transposes its input to [in,
+///   batch] and its product back to [batch, out] on every call; a run transposes its input once, keeps every
+///   product as [out, batch], adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads
+///   it as the next layer's transposed input, and transposes only the last product back.
+/// - A ReLU followed by a MaxPool2d of 2 x 2 windows and stride 2 is one pass where the pooling runs on
+///   AVX-512 (MaxPool2d::forward_after_relu()): ReLU's output, the size of a convolution's, is never written,
+///   and no arg-max is kept.
+/// The operations are the layers' own in the same order, so the outputs are bitwise those of
+/// Model::forward() in eval mode.
 
 #include <algorithm>
 #include <cstddef>
@@ -24,6 +27,7 @@
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm_avx2.hpp>
+#include <dtrain/nn/layers/pool2d.hpp>
 #include <dtrain/nn/sequential.hpp>
 
 namespace dtrain::detail {
@@ -42,6 +46,11 @@ public:
             if (end > i) {
                 cur = &dense_run(seq, i, end, *cur);
                 i = end;
+            } else if (MaxPool2d<T>* pool = pool_after_relu(seq, i)) {
+                Tensor<T>& out = pooled_[next_pooled_ ^= 1];  // never the tensor it reads (the other one)
+                pool->forward_after_relu(*cur, out);
+                cur = &out;
+                i += 2;
             } else {
                 cur = &seq.forward_layer(i, *cur, false);
                 ++i;
@@ -67,6 +76,17 @@ public:
             }
             return end - i >= 2 ? end : i;
         }
+    }
+
+    /// The MaxPool2d at layer i + 1 of `seq` when layer i is a ReLU and the pooling takes ReLU's input
+    /// without writing ReLU's outputs (MaxPool2d::forward_after_relu(): float, 2 x 2 windows of stride 2,
+    /// AVX-512), else null.
+    static MaxPool2d<T>* pool_after_relu(Sequential<T>& seq, std::size_t i) {
+        if (!std::is_same_v<T, float> || !max_pool_avx512_available() || i + 1 >= seq.num_layers() ||
+            dynamic_cast<const ReLU<T>*>(&seq.layer(i)) == nullptr)
+            return nullptr;
+        auto* pool = dynamic_cast<MaxPool2d<T>*>(&seq.layer(i + 1));
+        return pool != nullptr && pool->kernel() == 2 && pool->stride() == 2 ? pool : nullptr;
     }
 
 private:
@@ -121,6 +141,8 @@ private:
 
     AlignedVector<float> a_, b_;  // the transposed activations, [features, batch], in turn input and output
     Tensor<T> out_;               // the run's output [batch, out]
+    Tensor<T> pooled_[2];         // the outputs of fused ReLU + MaxPool2d pairs, in turn
+    int next_pooled_ = 0;
 };
 
 }  // namespace dtrain::detail

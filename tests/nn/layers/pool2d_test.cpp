@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -282,4 +283,54 @@ TEST_CASE("AvgPool2d: NaN and inf propagate through the window mean (PyTorch)", 
     ap.backward(x, y, g, d, true);
     for (auto v : d)
         CHECK(v == 1.0);
+}
+
+TEST_CASE(
+    "MaxPool2d: the AVX-512 2x2 windows give bitwise the scalar loop's outputs and arg-maxes, with and "
+    "without ReLU first",
+    "[nn][pool2d][kernels]") {
+    using dtrain::detail::KernelSet;
+    const KernelSet saved = dtrain::detail::kernel_set();
+    Rng rng(41);
+    // Output rows of 1, 11, 16, 17 and 33 windows (one partial vector, a full one, a full one and a lane,
+    // three vectors); odd heights and widths leave a row or column no window reads.
+    for (auto [h, w] : {std::pair<std::size_t, std::size_t>{2, 2}, {5, 23}, {8, 32}, {7, 35}, {4, 67}}) {
+        Tensor<float> x = random_tensor<float>({3, 2, h, w}, rng);
+        for (auto& v : x) {  // ties, signed zeros, NaN and infinities among ordinary values
+            const double u = rng.uniform();
+            v = u < 0.05   ? std::numeric_limits<float>::quiet_NaN()
+                : u < 0.1  ? std::numeric_limits<float>::infinity()
+                : u < 0.15 ? -std::numeric_limits<float>::infinity()
+                : u < 0.25 ? -0.0f
+                : u < 0.35 ? 0.0f
+                : u < 0.45 ? 0.5f
+                           : v;
+        }
+        Tensor<float> relu_x = x;
+        for (auto& v : relu_x)
+            v = v < 0.0f ? 0.0f : v;
+        // [set][0]: outputs, [set][1]: gradients routed to the arg-maxes, [set][2]: forward_after_relu(x)
+        std::vector<std::vector<Tensor<float>>> got;
+        for (const KernelSet set : {KernelSet::native, KernelSet::reference}) {
+            dtrain::detail::kernel_set() = set;
+            MaxPool2d<float> mp(2);
+            Tensor<float> y, d, yr, expect_r;
+            mp.forward(x, y, true);
+            Tensor<float> g = Tensor<float>::from_shape(y.shape());
+            for (std::size_t i = 0; i < g.size(); ++i)
+                g.data()[i] = float(i + 1);
+            mp.backward(x, y, g, d, true);
+            mp.forward_after_relu(x, yr);
+            MaxPool2d<float>(2).forward(relu_x, expect_r, false);
+            INFO("kernels " << dtrain::detail::kernel_set_name(set) << ", plane " << h << " x " << w);
+            CHECK(std::memcmp(yr.data(), expect_r.data(), sizeof(float) * yr.size()) == 0);
+            got.push_back({y, d, yr});
+        }
+        INFO("plane " << h << " x " << w);
+        for (std::size_t k = 0; k < 3; ++k) {
+            REQUIRE(got[0][k].shape() == got[1][k].shape());
+            CHECK(std::memcmp(got[0][k].data(), got[1][k].data(), sizeof(float) * got[0][k].size()) == 0);
+        }
+    }
+    dtrain::detail::kernel_set() = saved;
 }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <dtrain/core/aligned_allocator.hpp>
@@ -15,6 +16,7 @@
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/detail/max_pool_avx512.hpp>
 
 namespace dtrain {
 
@@ -98,7 +100,8 @@ bool max_takes(T v, T m) {
 /// kernel), no padding. Forward records the arg-max of every window (first maximum on ties) and
 /// backward routes each output gradient to it. NaN counts as the maximum, as in PyTorch's max_pool2d
 /// (`val > max || isnan(val)`, scanning the window row by row): a window holding a NaN outputs NaN and
-/// its gradient goes to the NaN (the last one in scan order if there are several).
+/// its gradient goes to the NaN (the last one in scan order if there are several). Float 2 x 2 windows of
+/// stride 2 run on AVX-512 where the kernel set allows (detail/max_pool_avx512.hpp), with the same results.
 template <class T = float>
 class MaxPool2d final : public detail::Pool2dBase<T> {
     using Base = detail::Pool2dBase<T>;
@@ -115,6 +118,8 @@ public:
         const T* x = in.data();
         T* y = out.data();
         Index* am = argmax_.data();
+        if constexpr (std::is_same_v<T, float>)
+            if (avx512_windows()) return detail::max_pool2x2_avx512(planes, h, w, oh, ow, x, y, am, false);
         detail::with_avx2([&] {  // the 2x2 windows vectorise with AVX2
             for (std::size_t pl = 0; pl < planes; ++pl) {
                 const T* xp = x + pl * h * w;
@@ -163,6 +168,22 @@ public:
         });
     }
 
+    /// The outputs of ReLU followed by this layer, from ReLU's input `in`, for inference only: nothing is
+    /// kept for backward(), and on the AVX-512 windows ReLU's outputs are never written (Model::infer()).
+    void forward_after_relu(const Tensor<T>& in, Tensor<T>& out) {
+        if constexpr (std::is_same_v<T, float>) {
+            if (avx512_windows()) {
+                const auto geo = this->prepare_forward(in, out);
+                return detail::max_pool2x2_avx512(geo.planes, geo.h, geo.w, geo.oh, geo.ow, in.data(),
+                                                  out.data(), nullptr, true);
+            }
+        }
+        ensure_shape(relu_in_, in.shape());
+        for (std::size_t i = 0; i < in.size(); ++i)
+            relu_in_.data()[i] = in.data()[i] < T(0) ? T(0) : in.data()[i];
+        forward(relu_in_, out, false);
+    }
+
     /// Layer<T>::backward: routes each gradient to the input element that was the window's maximum.
     void backward(const Tensor<T>& in, const Tensor<T>&, const Tensor<T>& grad_out, Tensor<T>& grad_in,
                   bool need_grad_in) override {
@@ -184,6 +205,12 @@ public:
     }
 
 private:
+    // True when forward() pools with max_pool2x2_avx512(): float, 2 x 2 windows of stride 2, AVX-512.
+    bool avx512_windows() const {
+        return std::is_same_v<T, float> && this->k_ == 2 && this->s_ == 2 &&
+               detail::max_pool_avx512_available();
+    }
+
     void resized() override {
         DTRAIN_CHECK(this->in_[2] * this->in_[3] <= std::numeric_limits<Index>::max(), this->name(),
                      ": input planes of more than 2^32 elements are not supported, got ",
@@ -193,6 +220,7 @@ private:
 
     using Index = std::uint32_t;
     detail::AlignedVector<Index> argmax_;  // index of each output's maximum within its input plane
+    Tensor<T> relu_in_;                    // forward_after_relu()'s ReLU outputs where it writes them
 };
 
 /// 2-D average pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default
