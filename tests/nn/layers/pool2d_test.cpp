@@ -317,9 +317,14 @@ TEST_CASE(
             Tensor<float> y, d, yr, expect_r;
             mp.forward(x, y, true);
             Tensor<float> g = Tensor<float>::from_shape(y.shape());
-            for (std::size_t i = 0; i < g.size(); ++i)
-                g.data()[i] = float(i + 1);
+            for (std::size_t i = 0; i < g.size(); ++i)  // distinct, with -0.0 (0 + -0.0 is +0.0) and NaN
+                g.data()[i] = i % 7 == 3    ? -0.0f
+                              : i % 11 == 5 ? std::numeric_limits<float>::quiet_NaN()
+                                            : float(i + 1);
+            d = Tensor<float>::from_shape(x.shape());
+            d.fill(-1.5f);  // what backward() must overwrite everywhere, the inputs no window covers included
             mp.backward(x, y, g, d, true);
+            CHECK(std::count(d.begin(), d.end(), -1.5f) == 0);
             mp.forward_after_relu(x, yr);
             MaxPool2d<float>(2).forward(relu_x, expect_r, false);
             INFO("kernels " << dtrain::detail::kernel_set_name(set) << ", plane " << h << " x " << w);

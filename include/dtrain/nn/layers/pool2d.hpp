@@ -189,6 +189,15 @@ public:
                   bool need_grad_in) override {
         if (!need_grad_in) return;
         ensure_shape(grad_in, in.shape());
+        if constexpr (std::is_same_v<T, float>) {
+            // Output rows of fewer than 8 windows fill too little of a vector: zeroing and scattering is
+            // faster there (benchmarks/onednn/README.md, "On an Intel Xeon").
+            if (avx512_windows() && this->out_[3] >= 8) {
+                const auto geo = this->geometry();
+                return detail::max_pool2x2_backward_avx512(geo.planes, geo.h, geo.w, geo.oh, geo.ow,
+                                                           grad_out.data(), argmax_.data(), grad_in.data());
+            }
+        }
         std::fill(grad_in.begin(), grad_in.end(), T(0));
         const std::size_t plane = this->in_[2] * this->in_[3], per_plane = this->out_[2] * this->out_[3];
         const std::size_t planes = this->out_[0] * this->out_[1];
@@ -205,7 +214,8 @@ public:
     }
 
 private:
-    // True when forward() pools with max_pool2x2_avx512(): float, 2 x 2 windows of stride 2, AVX-512.
+    // True when forward() runs max_pool2x2_avx512() (and backward() max_pool2x2_backward_avx512() for rows
+    // of 8 windows or more): float, 2 x 2 windows of stride 2, AVX-512.
     bool avx512_windows() const {
         return std::is_same_v<T, float> && this->k_ == 2 && this->s_ == 2 &&
                detail::max_pool_avx512_available();
