@@ -39,6 +39,19 @@ inline bool max_pool_avx512_available() {
     return relu ? _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero) : v;
 }
 
+// The lanes of the windows [j, j + 16) of an output row of ow windows: out (one per window), and lo and hi
+// (their input columns, the first 16 and the next 16).
+struct MaxPoolLanes {
+    __mmask16 out, lo, hi;
+};
+
+inline MaxPoolLanes max_pool_lanes(std::size_t ow, std::size_t j) {
+    const std::size_t n = ow - j < 16 ? ow - j : 16, cols = 2 * n;
+    return {n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1),
+            cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1),
+            cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1)};
+}
+
 // max_takes(v, m) for 16 lanes: v > m, or v is NaN.
 [[gnu::always_inline]] DTRAIN_AVX512 inline __mmask16 max_pool_takes(__m512 v, __m512 m) {
     return __mmask16(_mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
@@ -60,10 +73,7 @@ DTRAIN_AVX512_KERNEL inline void max_pool2x2_avx512(std::size_t planes, std::siz
             const float* r0 = xp + 2 * i * w;
             const float* r1 = r0 + w;
             for (std::size_t j = 0; j < ow; j += 16) {
-                const std::size_t n = ow - j < 16 ? ow - j : 16, cols = 2 * n;  // windows, input columns
-                const __mmask16 out = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-                const __mmask16 lo = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
-                const __mmask16 hi = cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+                const auto [out, lo, hi] = max_pool_lanes(ow, j);
                 const __m512 a = max_pool_column(r0 + 2 * j, even, lo, hi, relu),
                              b = max_pool_column(r0 + 2 * j, odd, lo, hi, relu),
                              c = max_pool_column(r1 + 2 * j, even, lo, hi, relu),
@@ -108,10 +118,7 @@ DTRAIN_AVX512_KERNEL inline void max_pool2x2_backward_avx512(std::size_t planes,
             float* r0 = dp + 2 * i * w;
             float* r1 = r0 + w;
             for (std::size_t j = 0; j < ow; j += 16) {
-                const std::size_t n = ow - j < 16 ? ow - j : 16, cols = 2 * n;
-                const __mmask16 out = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-                const __mmask16 lo = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
-                const __mmask16 hi = cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+                const auto [out, lo, hi] = max_pool_lanes(ow, j);
                 const __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(out, dy + j));
                 const __m512i idx = _mm512_maskz_loadu_epi32(out, am + j);
                 const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(int(2 * i * w + 2 * j)), even);
