@@ -16,6 +16,7 @@
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/detail/max_pool_avx512.hpp>
 
 namespace dtrain {
@@ -180,7 +181,7 @@ public:
         }
         ensure_shape(relu_in_, in.shape());
         for (std::size_t i = 0; i < in.size(); ++i)
-            relu_in_.data()[i] = in.data()[i] < T(0) ? T(0) : in.data()[i];
+            relu_in_.data()[i] = detail::ReluFn::f(in.data()[i]);
         forward(relu_in_, out, false);
     }
 
