@@ -48,9 +48,9 @@ struct GemmEpilogue {
 constexpr std::size_t dense_tile_rows = 6;
 constexpr std::size_t dense_strip = 64;
 
-// C = (Acc ? C : 0) + r for rows [0, MR) x NV vectors of 16 columns (the last one masked by m), then the
-// epilogue e (rows from row 0 of the tile).
-template <int MR, int NV, bool Acc>
+// C = (Acc ? C : 0) + r for rows [0, MR) x NV vectors of 16 columns (the last one masked by m when Masked),
+// then the epilogue e (rows from row 0 of the tile).
+template <int MR, int NV, bool Acc, bool Masked>
 [[gnu::always_inline]] DTRAIN_AVX512 inline void dense_gemm_store(const __m512 (&r)[MR][NV], float* c,
                                                                   std::size_t ldc, __mmask16 m,
                                                                   GemmEpilogue e) {
@@ -61,10 +61,11 @@ template <int MR, int NV, bool Acc>
         for (int v = 0; v < NV; ++v) {
             float* ci = c + i * ldc + 16 * v;
             __m512 x = r[i][v];
-            if (Acc) x = _mm512_add_ps(v + 1 == NV ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci), x);
+            const bool masked = Masked && v + 1 == NV;
+            if (Acc) x = _mm512_add_ps(masked ? _mm512_maskz_loadu_ps(m, ci) : _mm512_loadu_ps(ci), x);
             if (e.bias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(e.bias[i]));
             if (e.relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), zero);
-            if (v + 1 == NV)
+            if (masked)
                 _mm512_mask_storeu_ps(ci, m, x);
             else
                 _mm512_storeu_ps(ci, x);
@@ -72,12 +73,13 @@ template <int MR, int NV, bool Acc>
     }
 }
 
-// One tile: rows [0, MR) x NV vectors of 16 columns of C (the last vector masked by m), C = (Acc ? C : 0) +
+// One tile: rows [0, MR) x NV vectors of 16 columns of C (the last vector masked by m when Masked: on Intel
+// cores a masked load takes an FMA port's cycle even with every lane set), C = (Acc ? C : 0) +
 // the sum over p of A(i, p) * B(p, :), 1 <= k <= sum_super_block: chains of sum_block steps from zero in
 // the 24 accumulators (4 loads of B and 6 broadcasts of A per p), added in order into a partial sum, which
 // is added to C (summation.hpp's order). One: k <= sum_block, the chain straight into C (a separate
 // instance, so that the partial sum costs nothing where there is one chain).
-template <int MR, int NV, bool Acc, bool One>
+template <int MR, int NV, bool Acc, bool One, bool Masked>
 DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::size_t ars, std::size_t aks,
                                           const float* b, std::size_t ldb, float* c, std::size_t ldc,
                                           __mmask16 m, GemmEpilogue e) {
@@ -98,7 +100,7 @@ DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::si
             DTRAIN_UNROLL
             for (int v = 0; v < NV; ++v) {
                 const float* bp = b + p * ldb + 16 * v;
-                bv[v] = v + 1 == NV ? _mm512_maskz_loadu_ps(m, bp) : _mm512_loadu_ps(bp);
+                bv[v] = Masked && v + 1 == NV ? _mm512_maskz_loadu_ps(m, bp) : _mm512_loadu_ps(bp);
             }
             DTRAIN_UNROLL
             for (int i = 0; i < MR; ++i) {
@@ -109,7 +111,7 @@ DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::si
                 }
             }
         } while (++p < end);
-        if constexpr (One) return dense_gemm_store<MR, NV, Acc>(acc, c, ldc, m, e);
+        if constexpr (One) return dense_gemm_store<MR, NV, Acc, Masked>(acc, c, ldc, m, e);
         DTRAIN_UNROLL
         for (int i = 0; i < MR; ++i) {
             DTRAIN_UNROLL
@@ -117,7 +119,7 @@ DTRAIN_AVX512 inline void dense_gemm_tile(std::size_t k, const float* a, std::si
                 part[i][v] = first ? acc[i][v] : _mm512_add_ps(part[i][v], acc[i][v]);
         }
     } while (p < k);
-    dense_gemm_store<MR, NV, Acc>(part, c, ldc, m, e);
+    dense_gemm_store<MR, NV, Acc, Masked>(part, c, ldc, m, e);
 }
 
 // The epilogue e for the tile from row i.
@@ -127,28 +129,28 @@ inline GemmEpilogue dense_rows_from(GemmEpilogue e, std::size_t i) {
 }
 
 // All rows of one strip of NV vectors: tiles of 6 rows, then one of the 1-5 rows left.
-template <int NV, bool Acc, bool One>
+template <int NV, bool Acc, bool One, bool Masked>
 DTRAIN_AVX512 inline void dense_gemm_strip(std::size_t m, std::size_t k, const float* a, std::size_t ars,
                                            std::size_t aks, const float* b, std::size_t ldb, float* c,
                                            std::size_t ldc, __mmask16 mask, GemmEpilogue e) {
     std::size_t i = 0;
     for (; i + dense_tile_rows <= m; i += dense_tile_rows)
-        dense_gemm_tile<6, NV, Acc, One>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask,
-                                         dense_rows_from(e, i));
+        dense_gemm_tile<6, NV, Acc, One, Masked>(k, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, mask,
+                                                 dense_rows_from(e, i));
     const float* ai = a + i * ars;
     float* ci = c + i * ldc;
     const GemmEpilogue ei = dense_rows_from(e, i);
     switch (m - i) {
         case 5:
-            return dense_gemm_tile<5, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
+            return dense_gemm_tile<5, NV, Acc, One, Masked>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 4:
-            return dense_gemm_tile<4, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
+            return dense_gemm_tile<4, NV, Acc, One, Masked>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 3:
-            return dense_gemm_tile<3, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
+            return dense_gemm_tile<3, NV, Acc, One, Masked>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 2:
-            return dense_gemm_tile<2, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
+            return dense_gemm_tile<2, NV, Acc, One, Masked>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         case 1:
-            return dense_gemm_tile<1, NV, Acc, One>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
+            return dense_gemm_tile<1, NV, Acc, One, Masked>(k, ai, ars, aks, b, ldb, ci, ldc, mask, ei);
         default:
             return;
     }
@@ -162,14 +164,16 @@ DTRAIN_AVX512 inline void dense_gemm_strips(std::size_t m, std::size_t n, std::s
         const std::size_t w = n - j < dense_strip ? n - j : dense_strip, nv = (w + 15) / 16,
                           last = w - 16 * (nv - 1);
         const __mmask16 mask = last == 16 ? __mmask16(0xffff) : __mmask16((1u << last) - 1);
-        if (nv == 4)
-            dense_gemm_strip<4, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
+        if (w == dense_strip)  // as dense_gemm_columns_avx2(): unmasked loads where the strip is full
+            dense_gemm_strip<4, Acc, One, false>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
+        else if (nv == 4)
+            dense_gemm_strip<4, Acc, One, true>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else if (nv == 3)
-            dense_gemm_strip<3, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
+            dense_gemm_strip<3, Acc, One, true>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else if (nv == 2)
-            dense_gemm_strip<2, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
+            dense_gemm_strip<2, Acc, One, true>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
         else
-            dense_gemm_strip<1, Acc, One>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
+            dense_gemm_strip<1, Acc, One, true>(m, k, a, ars, aks, b + j, ldb, c + j, ldc, mask, e);
     }
 }
 
