@@ -5,8 +5,10 @@
 # (bench_onednn, which also runs dtrain's native kernels in the same process: the native / oneDNN ratio).
 # Prints per model and mode the median samples/s of each and their fraction of the core's 512-bit FP32
 # FMA peak (bench_fma_peak, measured before every round), with the CPU model; then per model and layer
-# kind the forward and backward microseconds per step of each side (bench_layer_times,
+# kind the forward and backward microseconds per step of each side (bench_layer_times --in-step,
 # pytorch_layer_times.py and bench_onednn's per-layer times, after the rounds; LAYERS=0 leaves them out).
+# dtrain's and oneDNN's layers are timed inside whole training steps; PyTorch's each on its own, repeated
+# on fixed activations (warm caches: if anything, in PyTorch's favour).
 # Usage: benchmarks/onednn/backends.sh <build dir> [ROUNDS=5] [STEPS=50]
 #   MODELS=cnn,mlp,resnet9 selects models. Needs the targets bench_train_throughput, bench_layer_times,
 #   bench_fma_peak and bench_onednn, dtrain::onednn (scripts/install-deps.sh --onednn) and python3-torch
@@ -44,7 +46,7 @@ done
 if [ "${LAYERS:-1}" != 0 ]; then
   for m in ${models//,/ }; do
     for set in native onednn reference; do
-      DTRAIN_KERNELS=$set "$lt" --model "$m" --batch 64 --steps 20 --reps 5 > "$layers/$set.$m"
+      DTRAIN_KERNELS=$set "$lt" --model "$m" --batch 64 --steps 20 --reps 5 --in-step > "$layers/$set.$m"
     done
     /usr/bin/python3 "$here/../train/pytorch_layer_times.py" --model "$m" --batch 64 --steps 20 --reps 5 \
       > "$layers/pytorch.$m"

@@ -23,6 +23,7 @@
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
+#include <support/step_layer_times.hpp>
 
 #include "onednn_net.hpp"
 
@@ -339,39 +340,19 @@ struct Pair {
                     med(-2, true), tf, tb);
 
         std::printf("layers %s dtrain (per layer, us per step: fwd bwd)\n", name.c_str());
-        const std::size_t layers = model.num_layers();
-        std::vector<dtrain::Tensor<float>> acts(layers + 1), grads(layers + 1);
-        acts[0] = x;
-        for (std::size_t i = 0; i < layers; ++i)
-            model.layer(i).forward(acts[i], acts[i + 1], true);
-        grads[layers] = acts[layers];
-        loss.compute(acts[layers], y, grads[layers]);
-        for (std::size_t i = layers; i-- > 0;)
-            model.layer(i).backward(acts[i], acts[i + 1], grads[i + 1], grads[i], i > 0);
+        const dtrain::bench::StepLayerTimes d =
+            dtrain::bench::step_layer_times(model, opt, loss, x, y, steps, reps);
         tf = tb = 0;
         int width = 22;
-        for (std::size_t i = 0; i < layers; ++i)
+        for (std::size_t i = 0; i < model.num_layers(); ++i)
             width = std::max(width, int(short_name(model.layer(i)).size()));
-        for (std::size_t i = 0; i < layers; ++i) {
-            auto& layer = model.layer(i);
-            std::vector<double> f, b;
-            for (int r = 0; r < reps; ++r) {
-                const auto t0 = Clock::now();
-                for (int s = 0; s < steps; ++s)
-                    layer.forward(acts[i], acts[i + 1], true);
-                const double tfw = seconds_since(t0);
-                const auto t1 = Clock::now();
-                for (int s = 0; s < steps; ++s)
-                    layer.backward(acts[i], acts[i + 1], grads[i + 1], grads[i], i > 0);
-                b.push_back(seconds_since(t1) / steps * 1e6);
-                f.push_back(tfw / steps * 1e6);
-            }
-            const double mf = dtrain::bench::median(f), mb = dtrain::bench::median(b);
-            tf += mf, tb += mb;
-            std::printf("  dtrain %2zu %-*s fwd_us %8.1f bwd_us %8.1f\n", i, width, short_name(layer).c_str(),
-                        mf, mb);
+        for (std::size_t i = 0; i < model.num_layers(); ++i) {
+            tf += d.forward[i], tb += d.backward[i];
+            std::printf("  dtrain %2zu %-*s fwd_us %8.1f bwd_us %8.1f\n", i, width,
+                        short_name(model.layer(i)).c_str(), d.forward[i], d.backward[i]);
         }
-        std::printf("  dtrain total fwd_us %.1f bwd_us %.1f (loss and SGD not included)\n", tf, tb);
+        std::printf("  dtrain zero_grad_us %.1f loss_us %.1f sgd_us %.1f total fwd_us %.1f bwd_us %.1f\n",
+                    d.zero_grad, d.loss, d.update, tf, tb);
     }
 };
 
