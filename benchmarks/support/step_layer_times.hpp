@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <dtrain/dtrain.hpp>
+#include <dtrain/nn/layer_fusion.hpp>
 #include <support/stats.hpp>
 
 namespace dtrain::bench {
@@ -25,8 +26,10 @@ struct StepLayerTimes {
 
 /// Runs `reps` x `steps` training steps of `model` on (x, y), layer by layer as Model::forward() and
 /// Model::backward() run them: zero_grad(), every layer's forward, the loss, every layer's backward (last
-/// first), then opt.step(). Returns the median over the reps of each part's mean time per step. Trains the
-/// model (its weights and the optimizer's state change).
+/// first), then opt.step(). Two layers that Model runs as one pass (runs_fused(): a ReLU before a
+/// MaxPool2d) run so here too, their time counted for the second and 0 for the first. Returns the median
+/// over the reps of each part's mean time per step. Trains the model (its weights and the optimizer's
+/// state change).
 template <class Opt, class Loss>
 StepLayerTimes step_layer_times(dtrain::Model<float>& model, Opt& opt, Loss& loss,
                                 const dtrain::Tensor<float>& x, const dtrain::Labels& y, int steps,
@@ -35,6 +38,11 @@ StepLayerTimes step_layer_times(dtrain::Model<float>& model, Opt& opt, Loss& los
     const std::size_t n = model.num_layers();
     std::vector<dtrain::Tensor<float>> acts(n + 1), grads(n + 1);
     acts[0] = x;
+    std::vector<FusesWithPrevious<float>*> fused(n, nullptr);  // fused[i]: layer i runs with layer i - 1
+    for (std::size_t i = 1; i < n; ++i) {
+        auto* f = dynamic_cast<FusesWithPrevious<float>*>(&model.layer(i));
+        if (fused[i - 1] == nullptr && runs_fused(model.layer(i - 1), model.layer(i), f)) fused[i] = f;
+    }
     std::vector<std::vector<double>> f(n), b(n);
     std::vector<double> z, l, u;
     model.train();
@@ -52,12 +60,24 @@ StepLayerTimes step_layer_times(dtrain::Model<float>& model, Opt& opt, Loss& los
             model.zero_grad();
             lap(zs);
             for (std::size_t i = 0; i < n; ++i) {
-                model.layer(i).forward(acts[i], acts[i + 1], true);
+                if (i + 1 < n && fused[i + 1] != nullptr) {
+                    ++i;
+                    fused[i]->forward_with_previous(acts[i - 1], acts[i + 1], true);
+                } else {
+                    model.layer(i).forward(acts[i], acts[i + 1], true);
+                }
                 lap(fs[i]);
             }
             loss.compute(acts[n], y, grads[n]);
             lap(ls);
             for (std::size_t i = n; i-- > 0;) {
+                if (fused[i] != nullptr) {  // grads[i] (the gradient of the first one's output) is skipped
+                    if (i > 1)              // as Sequential: the model's input needs no gradient
+                        fused[i]->backward_with_previous(acts[i - 1], acts[i + 1], grads[i + 1],
+                                                         grads[i - 1]);
+                    lap(bs[i--]);
+                    continue;
+                }
                 model.layer(i).backward(acts[i], acts[i + 1], grads[i + 1], grads[i], i > 0);
                 lap(bs[i]);
             }

@@ -26,6 +26,7 @@
 #include <dtrain/nn/init.hpp>
 #include <dtrain/nn/kernel_description.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layer_fusion.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/batchnorm.hpp>
 #include <dtrain/nn/layers/conv2d.hpp>

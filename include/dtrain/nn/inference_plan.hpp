@@ -8,8 +8,8 @@
 ///   product as [out, batch], adds the bias and applies the ReLU as the GEMM stores it (GemmEpilogue), reads
 ///   it as the next layer's transposed input, and transposes only the last product back.
 /// - A ReLU followed by a MaxPool2d of 2 x 2 windows and stride 2 is one pass where the pooling runs on
-///   AVX-512 (MaxPool2d::forward_after_relu()): ReLU's output, the size of a convolution's, is never written,
-///   and no arg-max is kept.
+///   AVX-512 (MaxPool2d's FusesWithPrevious, as in Model::forward()): ReLU's output, the size of a
+///   convolution's, is never written, and no arg-max is kept.
 /// The operations are the layers' own in the same order, so the outputs are bitwise those of
 /// Model::forward() in eval mode.
 
@@ -48,7 +48,7 @@ public:
                 i = end;
             } else if (MaxPool2d<T>* pool = pool_after_relu(seq, i)) {
                 Tensor<T>& out = pooled_[next_pooled_ ^= 1];  // never the tensor it reads (the other one)
-                pool->forward_after_relu(*cur, out);
+                pool->forward_with_previous(*cur, out, false);
                 cur = &out;
                 i += 2;
             } else {
@@ -79,14 +79,12 @@ public:
     }
 
     /// The MaxPool2d at layer i + 1 of `seq` when layer i is a ReLU and the pooling takes ReLU's input
-    /// without writing ReLU's outputs (MaxPool2d::forward_after_relu(): float, 2 x 2 windows of stride 2,
-    /// AVX-512), else null.
+    /// without writing ReLU's outputs (MaxPool2d::fuses_with(): float, 2 x 2 windows of stride 2, AVX-512),
+    /// else null.
     static MaxPool2d<T>* pool_after_relu(Sequential<T>& seq, std::size_t i) {
-        if (!std::is_same_v<T, float> || !max_pool_avx512_available() || i + 1 >= seq.num_layers() ||
-            dynamic_cast<const ReLU<T>*>(&seq.layer(i)) == nullptr)
-            return nullptr;
+        if (i + 1 >= seq.num_layers()) return nullptr;
         auto* pool = dynamic_cast<MaxPool2d<T>*>(&seq.layer(i + 1));
-        return pool != nullptr && pool->kernel() == 2 && pool->stride() == 2 ? pool : nullptr;
+        return pool != nullptr && pool->fuses_with(seq.layer(i)) ? pool : nullptr;
     }
 
 private:

@@ -15,6 +15,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/grad_reporting.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layer_fusion.hpp>
 
 namespace dtrain {
 
@@ -48,7 +49,10 @@ struct BackwardListener {
 ///
 /// Layers that opt in to ReportsGradients (nn/grad_reporting.hpp) are found with one dynamic_cast when
 /// they are added or cloned; backward() hands only them a GradProgress, and reporting(i) gives the owner
-/// their interface (Model::zero_grad() uses it). The others never report and always add.
+/// their interface (Model::zero_grad() uses it). The others never report and always add. Layers that opt
+/// in to FusesWithPrevious (nn/layer_fusion.hpp) are found the same way: forward() runs such a layer and
+/// the one before it as one pass wherever it accepts that layer, and backward() runs the pair the same way;
+/// the previous layer's output is then not kept (output() of it is empty).
 ///
 /// @tparam T float or double.
 template <class T>
@@ -70,9 +74,11 @@ public:
         for (const auto& l : other.layers_) {
             layers_.push_back(l->clone());
             reporting_.push_back(dynamic_cast<ReportsGradients*>(layers_.back().get()));
+            fusing_.push_back(dynamic_cast<FusesWithPrevious<T>*>(layers_.back().get()));
         }
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
+        fused_.resize(layers_.size());
     }
 
     /// Move: takes the layers with their bindings and the kept tensors.
@@ -101,9 +107,11 @@ public:
         num_params_ += layer->num_params();
         num_state_ += layer->num_state();
         reporting_.push_back(dynamic_cast<ReportsGradients*>(layer.get()));
+        fusing_.push_back(dynamic_cast<FusesWithPrevious<T>*>(layer.get()));
         layers_.push_back(std::move(layer));
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
+        fused_.resize(layers_.size());
     }
 
     /// Number of layers.
@@ -180,13 +188,21 @@ public:
             l->init_params(rng);
     }
 
-    /// Runs the batch `in` through every layer, keeping each layer's output, and returns the last one.
-    /// `in` must stay alive and unchanged until backward(). Throws when the sequence is empty.
+    /// Runs the batch `in` through every layer, keeping each layer's output (but that of a layer the next
+    /// one fuses with, FusesWithPrevious), and returns the last one. `in` must stay alive and unchanged
+    /// until backward(). Throws when the sequence is empty.
     const Tensor<T>& forward(const Tensor<T>& in, bool training) {
         DTRAIN_CHECK(!layers_.empty(), owner_, "::forward: no layers");
         const Tensor<T>* x = &in;
         for (std::size_t i = 0; i < layers_.size(); ++i) {
-            layers_[i]->forward(*x, outs_[i], training);
+            fused_[i] = false;
+            if (fuses_into_next(i)) {
+                if (outs_[i].dimension() != 0) outs_[i] = Tensor<T>();  // not kept: free it
+                fusing_[i + 1]->forward_with_previous(*x, outs_[i + 1], training);
+                fused_[++i] = true;
+            } else {
+                layers_[i]->forward(*x, outs_[i], training);
+            }
             x = &outs_[i];
         }
         return outs_.back();
@@ -198,7 +214,8 @@ public:
         return outs_[i];
     }
 
-    /// Output of layer i in the last forward() (checked; empty before the first).
+    /// Output of layer i in the last forward() (checked; empty before the first, and for a layer the next
+    /// one fused with).
     const Tensor<T>& output(std::size_t i) const {
         DTRAIN_CHECK(i < outs_.size(), owner_, "::output: index ", i, " out of range (", outs_.size(),
                      " layers)");
@@ -216,6 +233,16 @@ public:
         listener_ = listener;
         const Tensor<T>* g = &grad_out;
         for (std::size_t i = layers_.size(); i-- > 0;) {
+            if (fused_[i]) {  // layers i - 1 and i as one; neither has parameters
+                const std::size_t p = --i;
+                Tensor<T>& gin = p == 0 ? grad_in : grad_ins_[p];
+                if (p > 0 || need_grad_in)
+                    fusing_[p + 1]->backward_with_previous(p == 0 ? in : outs_[p - 1], outs_[p + 1], *g, gin);
+                if (listener.done != nullptr)
+                    listener.done(listener.context, p + 1), listener.done(listener.context, p);
+                g = &gin;
+                continue;
+            }
             running_ = i;
             if (ReportsGradients* r = reporting_[i])
                 r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
@@ -240,6 +267,11 @@ public:
     }
 
 private:
+    // True when layer i + 1 computes layer i and itself in one pass (runs_fused()).
+    bool fuses_into_next(std::size_t i) const {
+        return i + 1 < layers_.size() && runs_fused(*layers_[i], *layers_[i + 1], fusing_[i + 1]);
+    }
+
     // GradProgress::fn of the layers: a report of the running layer, passed on with its index.
     static void report(void* self, std::size_t begin, std::size_t end) {
         auto* s = static_cast<Sequential*>(self);
@@ -248,9 +280,11 @@ private:
 
     const char* owner_;
     std::vector<std::unique_ptr<Layer<T>>> layers_;
-    std::vector<ReportsGradients*> reporting_;  // reporting_[i] = layer i as ReportsGradients, or null
-    std::vector<Range> param_ranges_;           // layer i's range in the parameter (and gradient) slice
-    std::vector<Range> state_ranges_;           // layer i's range in the state slice
+    std::vector<ReportsGradients*> reporting_;   // reporting_[i] = layer i as ReportsGradients, or null
+    std::vector<FusesWithPrevious<T>*> fusing_;  // fusing_[i] = layer i as FusesWithPrevious, or null
+    std::vector<char> fused_;          // fused_[i]: the last forward() ran layers i - 1 and i as one
+    std::vector<Range> param_ranges_;  // layer i's range in the parameter (and gradient) slice
+    std::vector<Range> state_ranges_;  // layer i's range in the state slice
     std::size_t num_params_ = 0;
     std::size_t num_state_ = 0;
     std::vector<Tensor<T>> outs_;      // outs_[i] = output of layer i in the last forward()

@@ -16,6 +16,7 @@
 #include <dtrain/core/precompiled.hpp>
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/layer.hpp>
+#include <dtrain/nn/layer_fusion.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/detail/max_pool_avx512.hpp>
 
@@ -102,9 +103,11 @@ bool max_takes(T v, T m) {
 /// backward routes each output gradient to it. NaN counts as the maximum, as in PyTorch's max_pool2d
 /// (`val > max || isnan(val)`, scanning the window row by row): a window holding a NaN outputs NaN and
 /// its gradient goes to the NaN (the last one in scan order if there are several). Float 2 x 2 windows of
-/// stride 2 run on AVX-512 where the kernel set allows (detail/max_pool_avx512.hpp), with the same results.
+/// stride 2 run on AVX-512 where the kernel set allows (detail/max_pool_avx512.hpp), with the same results;
+/// there the layer also takes a ReLU before it in the same pass (FusesWithPrevious), which never writes the
+/// ReLU's output nor its gradient.
 template <class T = float>
-class MaxPool2d final : public detail::Pool2dBase<T> {
+class MaxPool2d final : public detail::Pool2dBase<T>, public FusesWithPrevious<T> {
     using Base = detail::Pool2dBase<T>;
 
 public:
@@ -172,17 +175,39 @@ public:
     /// The outputs of ReLU followed by this layer, from ReLU's input `in`, for inference only: nothing is
     /// kept for backward(), and on the AVX-512 windows ReLU's outputs are never written (Model::infer()).
     void forward_after_relu(const Tensor<T>& in, Tensor<T>& out) {
-        if constexpr (std::is_same_v<T, float>) {
-            if (avx512_windows()) {
-                const auto geo = this->prepare_forward(in, out);
-                return detail::max_pool2x2_avx512(geo.planes, geo.h, geo.w, geo.oh, geo.ow, in.data(),
-                                                  out.data(), nullptr, true);
-            }
-        }
+        if (avx512_windows()) return forward_with_previous(in, out, false);
         ensure_shape(relu_in_, in.shape());
         for (std::size_t i = 0; i < in.size(); ++i)
             relu_in_.data()[i] = detail::ReluFn::f(in.data()[i]);
         forward(relu_in_, out, false);
+    }
+
+    /// FusesWithPrevious: a ReLU, on the AVX-512 windows (float, 2 x 2, stride 2, kernel set native).
+    bool fuses_with(const Layer<T>& previous) const override {
+        return avx512_windows() && dynamic_cast<const ReLU<T>*>(&previous) != nullptr;
+    }
+
+    /// FusesWithPrevious: the maximum of each window of ReLU(in), ReLU applied as each input is read; with
+    /// `training` the arg-maxes are kept, as forward() keeps them. Requires fuses_with() of a ReLU.
+    void forward_with_previous(const Tensor<T>& in, Tensor<T>& out, bool training) override {
+        DTRAIN_CHECK(avx512_windows(), this->name(),
+                     ": a ReLU is fused only into 2 x 2 windows of stride 2 on AVX-512 (check fuses_with())");
+        if constexpr (std::is_same_v<T, float>) {
+            const auto geo = this->prepare_forward(in, out);
+            detail::max_pool2x2_avx512(geo.planes, geo.h, geo.w, geo.oh, geo.ow, in.data(), out.data(),
+                                       training ? argmax_.data() : nullptr, true);
+        }
+    }
+
+    /// FusesWithPrevious: dLoss/d(ReLU's input). ReLU passes the gradient where its input is not <= 0,
+    /// that is where its output, the window's maximum `out`, is not <= 0 (NaN passes): the output gradient
+    /// so masked, routed as backward() routes it.
+    void backward_with_previous(const Tensor<T>& in, const Tensor<T>& out, const Tensor<T>& grad_out,
+                                Tensor<T>& grad_in) override {
+        ensure_shape(masked_, grad_out.shape());
+        for (std::size_t i = 0; i < grad_out.size(); ++i)
+            masked_.data()[i] = detail::ReluFn::grad(out.data()[i], out.data()[i], grad_out.data()[i]);
+        backward(in, out, masked_, grad_in, true);
     }
 
     /// Layer<T>::backward: routes each gradient to the input element that was the window's maximum.
@@ -232,6 +257,7 @@ private:
     using Index = std::uint32_t;
     detail::AlignedVector<Index> argmax_;  // index of each output's maximum within its input plane
     Tensor<T> relu_in_;                    // forward_after_relu()'s ReLU outputs where it writes them
+    Tensor<T> masked_;                     // backward_with_previous()'s output gradient, ReLU's mask applied
 };
 
 /// 2-D average pooling over [batch, C, H, W] with a `kernel` x `kernel` window and `stride` (default
