@@ -24,6 +24,7 @@
 #include <support/cli.hpp>
 #include <support/stats.hpp>
 #include <support/step_layer_times.hpp>
+#include <support/zoo_models.hpp>
 
 #include "onednn_net.hpp"
 
@@ -138,9 +139,7 @@ std::size_t pool_near_ties(const dtrain::Tensor<float>& a) {
 // The model `name` ("cnn", "mlp" or "resnet9") of dtrain's zoo, initialised from seed 1.
 template <class T>
 dtrain::Model<T> make_model(const std::string& name) {
-    if (name == "cnn") return dtrain::zoo::singa_cnn<T>(1);
-    if (name == "resnet9") return dtrain::zoo::resnet9<T>(1);
-    return dtrain::zoo::mlp<T>({784, 512, 256, 10}, 1);
+    return dtrain::bench::zoo_model<T>(name, 1);
 }
 
 // A layer with parameters and where they sit in the model's flat buffer.
@@ -397,8 +396,7 @@ int main(int argc, char** argv) {
             usage("unknown or incomplete argument '" + a + "'");
     }
     for (const auto& m : models)
-        if (m != "cnn" && m != "mlp" && m != "resnet9")
-            usage("--models takes cnn, mlp and resnet9, got '" + m + "'");
+        if (!dtrain::bench::is_zoo_model(m)) usage("--models takes cnn, mlp and resnet9, got '" + m + "'");
     if (rounds < 1 || steps < 1) usage("--rounds and --steps must be at least 1");
 
     // One thread on both sides: oneDNN's OpenMP runtime and dtrain's BLAS.
@@ -418,11 +416,7 @@ int main(int argc, char** argv) {
 
     std::vector<std::unique_ptr<Pair>> pairs;
     for (const auto& m : models) {
-        // benchmarks/train's settings (train_throughput.cpp)
-        const auto so = m == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
-                        : m == "mlp" ? dtrain::SGDOptions().lr(0.01).momentum(0.9)
-                                     : dtrain::SGDOptions().lr(0.01).momentum(0.9).weight_decay(1e-4);
-        pairs.push_back(std::make_unique<Pair>(m, 64, so, eng, s));
+        pairs.push_back(std::make_unique<Pair>(m, 64, dtrain::bench::zoo_sgd_options(m), eng, s));
         pairs.back()->check();
     }
     // warm-up, then interleaved rounds (order reversed every other round)

@@ -15,6 +15,7 @@
 #include <dtrain/dtrain.hpp>
 #include <support/stats.hpp>
 #include <support/step_layer_times.hpp>
+#include <support/zoo_models.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    if (model != "cnn" && model != "mlp" && model != "resnet9") {
+    if (!dtrain::bench::is_zoo_model(model)) {
         std::fprintf(stderr, "bench_layer_times: --model must be cnn, mlp or resnet9, got '%s'\n",
                      model.c_str());
         return 2;
@@ -70,10 +71,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_layer_times: --steps and --reps must be at least 1\n");
         return 2;
     }
-    dtrain::Model<float> m = model == "cnn"   ? dtrain::zoo::singa_cnn<float>(1)
-                             : model == "mlp" ? dtrain::zoo::mlp<float>({784, 512, 256, 10}, 1)
-                                              : dtrain::zoo::resnet9<float>(1);
-    if (batch == 0) batch = model == "resnet9" ? 128 : 64;
+    dtrain::Model<float> m = dtrain::bench::zoo_model<float>(model, 1);
+    if (batch == 0) batch = dtrain::bench::zoo_default_batch(model);
     dtrain::Shape shape{batch};
     for (std::size_t d : m.input_shape())
         shape.push_back(d);
@@ -99,10 +98,7 @@ int main(int argc, char** argv) {
         std::printf("layer %zu %s fwd_us %.1f bwd_us %.1f\n", i, m.layer(i).name().c_str(), mf, mb);
     };
     if (in_step) {  // bench_train_throughput's optimizer settings, random labels
-        dtrain::SGD<float> opt(
-            model == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
-            : model == "mlp" ? dtrain::SGDOptions().lr(0.01).momentum(0.9)
-                             : dtrain::SGDOptions().lr(0.01).momentum(0.9).weight_decay(1e-4));
+        dtrain::SGD<float> opt(dtrain::bench::zoo_sgd_options(model));
         dtrain::SoftmaxCrossEntropy<float> loss;
         dtrain::Labels y = dtrain::Labels::from_shape({batch});
         for (auto& v : y)

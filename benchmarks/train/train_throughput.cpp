@@ -23,6 +23,7 @@
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
+#include <support/zoo_models.hpp>
 
 #include <sys/resource.h>
 
@@ -242,18 +243,11 @@ int main(int argc, char** argv) {
     const double peak = gemm_rate({"", 1024, 1024, 1024, false, false}, std::max(reps, 3));
     std::printf("sgemm 1024x1024x1024 %.1f\n", peak);
     for (const auto& name : dtrain::bench::split(models)) {
-        if (name != "cnn" && name != "mlp" && name != "resnet9")
+        if (!dtrain::bench::is_zoo_model(name))
             usage("unknown model '" + name + "' (known: cnn, mlp, resnet9)");
-        dtrain::Model<float> model = name == "cnn"   ? dtrain::zoo::singa_cnn<float>(0)
-                                     : name == "mlp" ? dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0)
-                                                     : dtrain::zoo::resnet9<float>(0);
-        // The optimizer settings of pytorch_train.py; ResNet9 at batch 128 as in the Needle data-parallel
-        // project (README, References 5).
-        std::size_t b = name == "resnet9" ? 128 : 64;
-        dtrain::SGDOptions so =
-            name == "cnn"   ? dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5)
-            : name == "mlp" ? dtrain::SGDOptions().lr(0.01).momentum(0.9)
-                            : dtrain::SGDOptions().lr(0.01).momentum(0.9).weight_decay(1e-4);
+        dtrain::Model<float> model = dtrain::bench::zoo_model<float>(name, 0);
+        std::size_t b = dtrain::bench::zoo_default_batch(name);
+        const dtrain::SGDOptions so = dtrain::bench::zoo_sgd_options(name);
         if (batch > 0) b = std::size_t(batch);
         std::vector<std::pair<std::string, Gemm>> gs;
         dtrain::Shape in = model.input_shape();

@@ -50,6 +50,7 @@
 #include <dtrain/dtrain.hpp>
 #include <support/cli.hpp>
 #include <support/stats.hpp>
+#include <support/zoo_models.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -69,14 +70,6 @@ namespace {
 
 using dtrain::bench::median;
 
-dtrain::Model<float> singa_cnn() {
-    return dtrain::zoo::singa_cnn<float>(0);
-}
-
-dtrain::Model<float> mlp() {
-    return dtrain::zoo::mlp<float>({784, 512, 256, 10}, 0);
-}
-
 struct Setup {
     std::string model;
     std::size_t batch = 64;
@@ -89,12 +82,11 @@ struct Setup {
 };
 
 dtrain::Model<float> make_model(const std::string& name) {
-    return name == "cnn" ? singa_cnn() : mlp();
+    return dtrain::bench::zoo_model<float>(name, 0);
 }
 
 dtrain::SGD<float> make_sgd(const std::string& name) {
-    return name == "cnn" ? dtrain::SGD<float>(dtrain::SGDOptions().lr(0.005).momentum(0.9).weight_decay(1e-5))
-                         : dtrain::SGD<float>(dtrain::SGDOptions().lr(0.01).momentum(0.9));
+    return dtrain::SGD<float>(dtrain::bench::zoo_sgd_options(name));
 }
 
 /// A fixed synthetic batch (MNIST-shaped), different on every rank.
