@@ -27,7 +27,8 @@ struct StepLayerTimes {
 /// Runs `reps` x `steps` training steps of `model` on (x, y), layer by layer as Model::forward() and
 /// Model::backward() run them: zero_grad(), every layer's forward, the loss, every layer's backward (last
 /// first), then opt.step(). Two layers that Model runs as one pass (runs_fused(): a ReLU before a
-/// MaxPool2d) run so here too, their time counted for the second and 0 for the first. Returns the median
+/// MaxPool2d, a BatchNorm before a ReLU) run so here too, their time counted for the layer that runs the
+/// pair (the MaxPool2d, the BatchNorm) and 0 for the other. Returns the median
 /// over the reps of each part's mean time per step. Trains the model (its weights and the optimizer's
 /// state change).
 template <class Opt, class Loss>
@@ -38,10 +39,18 @@ StepLayerTimes step_layer_times(dtrain::Model<float>& model, Opt& opt, Loss& los
     const std::size_t n = model.num_layers();
     std::vector<dtrain::Tensor<float>> acts(n + 1), grads(n + 1);
     acts[0] = x;
-    std::vector<FusesWithPrevious<float>*> fused(n, nullptr);  // fused[i]: layer i runs with layer i - 1
-    for (std::size_t i = 1; i < n; ++i) {
-        auto* f = dynamic_cast<FusesWithPrevious<float>*>(&model.layer(i));
-        if (fused[i - 1] == nullptr && runs_fused(model.layer(i - 1), model.layer(i), f)) fused[i] = f;
+    // The pairs Model runs as one pass, found in Sequential's order: with_previous[i] when layer i runs
+    // layers i - 1 and i (FusesWithPrevious), with_next[i] when layer i runs layers i and i + 1
+    // (FusesWithNext).
+    std::vector<FusesWithPrevious<float>*> with_previous(n + 1, nullptr);
+    std::vector<FusesWithNext<float>*> with_next(n + 1, nullptr);
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+        auto* p = dynamic_cast<FusesWithPrevious<float>*>(&model.layer(i + 1));
+        auto* q = dynamic_cast<FusesWithNext<float>*>(&model.layer(i));
+        if (runs_fused(model.layer(i), model.layer(i + 1), p))
+            with_previous[++i] = p;
+        else if (runs_fused(model.layer(i), model.layer(i + 1), q))
+            with_next[i++] = q;
     }
     std::vector<std::vector<double>> f(n), b(n);
     std::vector<double> z, l, u;
@@ -60,22 +69,33 @@ StepLayerTimes step_layer_times(dtrain::Model<float>& model, Opt& opt, Loss& los
             model.zero_grad();
             lap(zs);
             for (std::size_t i = 0; i < n; ++i) {
-                if (i + 1 < n && fused[i + 1] != nullptr) {
-                    ++i;
-                    fused[i]->forward_with_previous(acts[i - 1], acts[i + 1], true);
+                if (with_previous[i + 1] != nullptr) {
+                    with_previous[i + 1]->forward_with_previous(acts[i], acts[i + 2], true);
+                    lap(fs[++i]);
+                } else if (with_next[i] != nullptr) {
+                    with_next[i]->forward_with_next(acts[i], acts[i + 2], true);
+                    lap(fs[i++]);
                 } else {
                     model.layer(i).forward(acts[i], acts[i + 1], true);
+                    lap(fs[i]);
                 }
-                lap(fs[i]);
             }
             loss.compute(acts[n], y, grads[n]);
             lap(ls);
             for (std::size_t i = n; i-- > 0;) {
-                if (fused[i] != nullptr) {  // grads[i] (the gradient of the first one's output) is skipped
-                    if (i > 1)              // as Sequential: the model's input needs no gradient
-                        fused[i]->backward_with_previous(acts[i - 1], acts[i + 1], grads[i + 1],
-                                                         grads[i - 1]);
+                // A pair skips grads[i] (the gradient of its first layer's output); as in Sequential, the
+                // model's input needs no gradient.
+                if (with_previous[i] != nullptr) {
+                    if (i > 1)
+                        with_previous[i]->backward_with_previous(acts[i - 1], acts[i + 1], grads[i + 1],
+                                                                 grads[i - 1]);
                     lap(bs[i--]);
+                    continue;
+                }
+                if (i > 0 && with_next[i - 1] != nullptr) {
+                    with_next[i - 1]->backward_with_next(acts[i - 1], acts[i + 1], grads[i + 1], grads[i - 1],
+                                                         i > 1);
+                    lap(bs[--i]);
                     continue;
                 }
                 model.layer(i).backward(acts[i], acts[i + 1], grads[i + 1], grads[i], i > 0);

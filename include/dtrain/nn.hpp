@@ -6,9 +6,10 @@
 /// Design note (one chain for Model and composite layers): Sequential (nn/sequential.hpp) is the ONE
 /// forward/backward chain over a list of layers. It lays the layers' parameter, gradient and state slices
 /// out one after the other (parameter_ranges()/state_ranges(), relative to the sequence's own slices),
-/// splits the slices among the layers in bind(), keeps every layer's output (output(i) is layer i's) and
-/// runs backward last to first, telling a BackwardListener of plain function pointers about each layer's
-/// partial gradient reports and about each layer being done. Model is a Sequential plus the three flat
+/// splits the slices among the layers in bind(), keeps every layer's output (output(i) is layer i's; two
+/// layers run as one pass, nn/layer_fusion.hpp, keep only the second's) and runs backward last to first,
+/// telling a BackwardListener of plain function pointers about each layer's partial gradient reports and
+/// about each layer being done. Model is a Sequential plus the three flat
 /// buffers it owns, the shapes, the seeded generator, the training flag and its hooks (driven through the
 /// listener); Residual is a Layer wrapping a Sequential plus the skip addition, forwarding its children's
 /// reports with their offsets in its slice. Range (nn/layer.hpp) describes a slice.

@@ -1,7 +1,7 @@
 #pragma once
 
 /// @file
-/// The forward pass of Model::infer(): every layer's eval-mode forward, except for two fusions.
+/// The forward pass of Model::infer(): every layer's eval-mode forward, except for three fusions.
 /// - A run of Dense<float> layers, each optionally followed by ReLU, is computed on transposed activations
 ///   where Dense runs the AVX-512 or the AVX2 GEMM (GemmDense). Dense's forward transposes its input to [in,
 ///   batch] and its product back to [batch, out] on every call; a run transposes its input once, keeps every
@@ -10,6 +10,8 @@
 /// - A ReLU followed by a MaxPool2d of 2 x 2 windows and stride 2 is one pass where the pooling runs on
 ///   AVX-512 (MaxPool2d's FusesWithPrevious, as in Model::forward()): ReLU's output, the size of a
 ///   convolution's, is never written, and no arg-max is kept.
+/// - A layer followed by one it fuses with (FusesWithNext, as in Model::forward(): BatchNorm and ReLU) is one
+///   pass.
 /// The operations are the layers' own in the same order, so the outputs are bitwise those of
 /// Model::forward() in eval mode.
 
@@ -23,6 +25,7 @@
 #include <dtrain/core/tensor.hpp>
 #include <dtrain/nn/kernels/compute_threads.hpp>
 #include <dtrain/nn/kernels/dense_algorithms.hpp>
+#include <dtrain/nn/layer_fusion.hpp>
 #include <dtrain/nn/layers/activation.hpp>
 #include <dtrain/nn/layers/dense.hpp>
 #include <dtrain/nn/layers/detail/dense_gemm.hpp>
@@ -47,8 +50,13 @@ public:
                 cur = &dense_run(seq, i, end, *cur);
                 i = end;
             } else if (MaxPool2d<T>* pool = pool_after_relu(seq, i)) {
-                Tensor<T>& out = pooled_[next_pooled_ ^= 1];  // never the tensor it reads (the other one)
+                Tensor<T>& out = fused_[next_fused_ ^= 1];  // never the tensor it reads (the other one)
                 pool->forward_with_previous(*cur, out, false);
+                cur = &out;
+                i += 2;
+            } else if (FusesWithNext<T>* pair = fuses_with_next(seq, i)) {
+                Tensor<T>& out = fused_[next_fused_ ^= 1];
+                pair->forward_with_next(*cur, out, false);
                 cur = &out;
                 i += 2;
             } else {
@@ -88,6 +96,13 @@ public:
     }
 
 private:
+    /// Layer i of `seq` when it runs itself and layer i + 1 as one pass (FusesWithNext, runs_fused()).
+    static FusesWithNext<T>* fuses_with_next(Sequential<T>& seq, std::size_t i) {
+        if (i + 1 >= seq.num_layers()) return nullptr;
+        auto* pair = dynamic_cast<FusesWithNext<T>*>(&seq.layer(i));
+        return runs_fused(seq.layer(i), seq.layer(i + 1), pair) ? pair : nullptr;
+    }
+
     // True when layer i + 1 of `seq` is a ReLU<float> (which a run takes with the Dense at i).
     static bool relu_follows(Sequential<T>& seq, std::size_t i) {
         return i + 1 < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;
@@ -139,8 +154,8 @@ private:
 
     AlignedVector<float> a_, b_;  // the transposed activations, [features, batch], in turn input and output
     Tensor<T> out_;               // the run's output [batch, out]
-    Tensor<T> pooled_[2];         // the outputs of fused ReLU + MaxPool2d pairs, in turn
-    int next_pooled_ = 0;
+    Tensor<T> fused_[2];          // the outputs of pairs of layers run as one, in turn
+    int next_fused_ = 0;
 };
 
 }  // namespace dtrain::detail

@@ -50,9 +50,10 @@ struct BackwardListener {
 /// Layers that opt in to ReportsGradients (nn/grad_reporting.hpp) are found with one dynamic_cast when
 /// they are added or cloned; backward() hands only them a GradProgress, and reporting(i) gives the owner
 /// their interface (Model::zero_grad() uses it). The others never report and always add. Layers that opt
-/// in to FusesWithPrevious (nn/layer_fusion.hpp) are found the same way: forward() runs such a layer and
-/// the one before it as one pass wherever it accepts that layer, and backward() runs the pair the same way;
-/// the previous layer's output is then not kept (output() of it is empty).
+/// in to FusesWithPrevious or FusesWithNext (nn/layer_fusion.hpp) are found the same way: forward() runs
+/// such a layer and the one before (after) it as one pass wherever it accepts that layer, and backward()
+/// runs the pair the same way; the first layer's output of the pair is then not kept (output() of it is
+/// empty).
 ///
 /// @tparam T float or double.
 template <class T>
@@ -75,6 +76,7 @@ public:
             layers_.push_back(l->clone());
             reporting_.push_back(dynamic_cast<ReportsGradients*>(layers_.back().get()));
             fusing_.push_back(dynamic_cast<FusesWithPrevious<T>*>(layers_.back().get()));
+            fusing_next_.push_back(dynamic_cast<FusesWithNext<T>*>(layers_.back().get()));
         }
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
@@ -108,6 +110,7 @@ public:
         num_state_ += layer->num_state();
         reporting_.push_back(dynamic_cast<ReportsGradients*>(layer.get()));
         fusing_.push_back(dynamic_cast<FusesWithPrevious<T>*>(layer.get()));
+        fusing_next_.push_back(dynamic_cast<FusesWithNext<T>*>(layer.get()));
         layers_.push_back(std::move(layer));
         outs_.resize(layers_.size());
         grad_ins_.resize(layers_.size());
@@ -188,18 +191,21 @@ public:
             l->init_params(rng);
     }
 
-    /// Runs the batch `in` through every layer, keeping each layer's output (but that of a layer the next
-    /// one fuses with, FusesWithPrevious), and returns the last one. `in` must stay alive and unchanged
-    /// until backward(). Throws when the sequence is empty.
+    /// Runs the batch `in` through every layer, keeping each layer's output (but that of the first layer of
+    /// a pair run as one, FusesWithPrevious or FusesWithNext), and returns the last one. `in` must stay
+    /// alive and unchanged until backward(). Throws when the sequence is empty.
     const Tensor<T>& forward(const Tensor<T>& in, bool training) {
         DTRAIN_CHECK(!layers_.empty(), owner_, "::forward: no layers");
         const Tensor<T>* x = &in;
         for (std::size_t i = 0; i < layers_.size(); ++i) {
-            fused_[i] = false;
-            if (fuses_into_next(i)) {
+            fused_[i] = none;
+            if (const char f = fusion(i); f != none) {
                 if (outs_[i].dimension() != 0) outs_[i] = Tensor<T>();  // not kept: free it
-                fusing_[i + 1]->forward_with_previous(*x, outs_[i + 1], training);
-                fused_[++i] = true;
+                if (f == run_by_second)
+                    fusing_[i + 1]->forward_with_previous(*x, outs_[i + 1], training);
+                else
+                    fusing_next_[i]->forward_with_next(*x, outs_[i + 1], training);
+                fused_[++i] = f;
             } else {
                 layers_[i]->forward(*x, outs_[i], training);
             }
@@ -214,8 +220,8 @@ public:
         return outs_[i];
     }
 
-    /// Output of layer i in the last forward() (checked; empty before the first, and for a layer the next
-    /// one fused with).
+    /// Output of layer i in the last forward() (checked; empty before the first, and for the first layer of
+    /// a pair run as one).
     const Tensor<T>& output(std::size_t i) const {
         DTRAIN_CHECK(i < outs_.size(), owner_, "::output: index ", i, " out of range (", outs_.size(),
                      " layers)");
@@ -233,11 +239,20 @@ public:
         listener_ = listener;
         const Tensor<T>* g = &grad_out;
         for (std::size_t i = layers_.size(); i-- > 0;) {
-            if (fused_[i]) {  // layers i - 1 and i as one; neither has parameters
+            if (fused_[i] != none) {  // layers i - 1 and i as one; only layer i - 1 may have parameters
                 const std::size_t p = --i;
                 Tensor<T>& gin = p == 0 ? grad_in : grad_ins_[p];
-                if (p > 0 || need_grad_in)
-                    fusing_[p + 1]->backward_with_previous(p == 0 ? in : outs_[p - 1], outs_[p + 1], *g, gin);
+                const Tensor<T>& pin = p == 0 ? in : outs_[p - 1];
+                if (fused_[p + 1] == run_by_second) {
+                    if (p > 0 || need_grad_in)
+                        fusing_[p + 1]->backward_with_previous(pin, outs_[p + 1], *g, gin);
+                } else {
+                    running_ = p;
+                    if (ReportsGradients* r = reporting_[p])
+                        r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
+                                                     : GradProgress{});
+                    fusing_next_[p]->backward_with_next(pin, outs_[p + 1], *g, gin, p > 0 || need_grad_in);
+                }
                 if (listener.done != nullptr)
                     listener.done(listener.context, p + 1), listener.done(listener.context, p);
                 g = &gin;
@@ -267,9 +282,15 @@ public:
     }
 
 private:
-    // True when layer i + 1 computes layer i and itself in one pass (runs_fused()).
-    bool fuses_into_next(std::size_t i) const {
-        return i + 1 < layers_.size() && runs_fused(*layers_[i], *layers_[i + 1], fusing_[i + 1]);
+    // What fused_[i] holds: layers i - 1 and i did not run as one, the second of them ran both
+    // (FusesWithPrevious), or the first did (FusesWithNext).
+    static constexpr char none = 0, run_by_second = 1, run_by_first = 2;
+
+    // Whether layers i and i + 1 run as one pass (runs_fused()), and which of them runs it, as fused_ says.
+    char fusion(std::size_t i) const {
+        if (i + 1 >= layers_.size()) return none;
+        if (runs_fused(*layers_[i], *layers_[i + 1], fusing_[i + 1])) return run_by_second;
+        return runs_fused(*layers_[i], *layers_[i + 1], fusing_next_[i]) ? run_by_first : none;
     }
 
     // GradProgress::fn of the layers: a report of the running layer, passed on with its index.
@@ -280,9 +301,11 @@ private:
 
     const char* owner_;
     std::vector<std::unique_ptr<Layer<T>>> layers_;
-    std::vector<ReportsGradients*> reporting_;   // reporting_[i] = layer i as ReportsGradients, or null
-    std::vector<FusesWithPrevious<T>*> fusing_;  // fusing_[i] = layer i as FusesWithPrevious, or null
-    std::vector<char> fused_;          // fused_[i]: the last forward() ran layers i - 1 and i as one
+    std::vector<ReportsGradients*> reporting_;    // reporting_[i] = layer i as ReportsGradients, or null
+    std::vector<FusesWithPrevious<T>*> fusing_;   // fusing_[i] = layer i as FusesWithPrevious, or null
+    std::vector<FusesWithNext<T>*> fusing_next_;  // fusing_next_[i] = layer i as FusesWithNext, or null
+    std::vector<char>
+        fused_;  // fused_[i]: whether the last forward() ran layers i - 1 and i as one, fusion()
     std::vector<Range> param_ranges_;  // layer i's range in the parameter (and gradient) slice
     std::vector<Range> state_ranges_;  // layer i's range in the state slice
     std::size_t num_params_ = 0;
