@@ -39,7 +39,7 @@ public:
 
 /// The opt-in interface of a layer that can compute itself and the layer after it in one pass, its own
 /// output never written: BatchNorm takes a ReLU after it this way, applying it as it writes its output and
-/// masking the gradient inside its own backward sums. Found and run by Sequential as FusesWithPrevious is,
+/// masking the gradient before its own backward. Found and run by Sequential as FusesWithPrevious is,
 /// wherever fuses_with_next() accepts the next layer and that layer has no parameters or state (this one
 /// may have both). Outputs and gradients are bitwise those of the two layers run one after the other; this
 /// layer's own output is not kept.

@@ -247,10 +247,7 @@ public:
                     if (p > 0 || need_grad_in)
                         fusing_[p + 1]->backward_with_previous(pin, outs_[p + 1], *g, gin);
                 } else {
-                    running_ = p;
-                    if (ReportsGradients* r = reporting_[p])
-                        r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
-                                                     : GradProgress{});
+                    start_backward(p, partial, listener.chunk);
                     fusing_next_[p]->backward_with_next(pin, outs_[p + 1], *g, gin, p > 0 || need_grad_in);
                 }
                 if (listener.done != nullptr)
@@ -258,10 +255,7 @@ public:
                 g = &gin;
                 continue;
             }
-            running_ = i;
-            if (ReportsGradients* r = reporting_[i])
-                r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, listener.chunk}
-                                             : GradProgress{});
+            start_backward(i, partial, listener.chunk);
             Tensor<T>& gin = i == 0 ? grad_in : grad_ins_[i];
             layers_[i]->backward(i == 0 ? in : outs_[i - 1], outs_[i], *g, gin, i > 0 || need_grad_in);
             if (listener.done != nullptr) listener.done(listener.context, i);
@@ -293,6 +287,14 @@ private:
         return runs_fused(*layers_[i], *layers_[i + 1], fusing_next_[i]) ? run_by_first : none;
     }
 
+    // Makes layer i the running one and hands it, if it reports (ReportsGradients), where its partial
+    // reports go: to report() when `partial`, nowhere otherwise.
+    void start_backward(std::size_t i, bool partial, std::size_t chunk) {
+        running_ = i;
+        if (ReportsGradients* r = reporting_[i])
+            r->set_grad_progress(partial ? GradProgress{&Sequential::report, this, chunk} : GradProgress{});
+    }
+
     // GradProgress::fn of the layers: a report of the running layer, passed on with its index.
     static void report(void* self, std::size_t begin, std::size_t end) {
         auto* s = static_cast<Sequential*>(self);
@@ -304,8 +306,8 @@ private:
     std::vector<ReportsGradients*> reporting_;    // reporting_[i] = layer i as ReportsGradients, or null
     std::vector<FusesWithPrevious<T>*> fusing_;   // fusing_[i] = layer i as FusesWithPrevious, or null
     std::vector<FusesWithNext<T>*> fusing_next_;  // fusing_next_[i] = layer i as FusesWithNext, or null
-    std::vector<char>
-        fused_;  // fused_[i]: whether the last forward() ran layers i - 1 and i as one, fusion()
+    // fused_[i]: whether the last forward() ran layers i - 1 and i as one, and which ran them (fusion())
+    std::vector<char> fused_;
     std::vector<Range> param_ranges_;  // layer i's range in the parameter (and gradient) slice
     std::vector<Range> state_ranges_;  // layer i's range in the state slice
     std::size_t num_params_ = 0;
