@@ -38,12 +38,7 @@ class BatchNorm final : public Layer<T>, public FusesWithNext<T> {
 public:
     /// Normalises `channels` (> 0) channels; requires 0 <= momentum <= 1 and eps > 0.
     explicit BatchNorm(std::size_t channels, double momentum = 0.1, double eps = 1e-5)
-        : c_(channels),
-          momentum_(momentum),
-          eps_(eps),
-          mean_(channels),
-          invstd_(channels),
-          passes_(channels) {
+        : c_(channels), momentum_(momentum), eps_(eps), passes_(channels) {
         DTRAIN_CHECK(c_ > 0 && momentum_ >= 0.0 && momentum_ <= 1.0 && eps_ > 0.0, kind(),
                      ": need channels > 0, momentum in [0, 1] and eps > 0, got (", c_,
                      ", momentum=", momentum_, ", eps=", eps_, ")");
@@ -107,18 +102,13 @@ public:
         DTRAIN_CHECK(out.shape() == in.shape(), name(), " with a ReLU: output of shape ",
                      detail::shape_str(out.shape()), " for an input of shape ",
                      detail::shape_str(in.shape()));
-        ensure_shape(masked_, in.shape());
-        const T* g = grad_out.data();
-        const T* y = out.data();
-        T* m = masked_.data();
-        const std::size_t size = in.size();
-        detail::with_avx2([&] {
-            // A pass of its own: applied inside the backward's sums, the mask became a branch per value
-            // there and they ran 7x slower.
-            for (std::size_t i = 0; i < size; ++i)
-                m[i] = detail::ReluFn::grad(y[i], y[i], g[i]);
-            backward_impl(in, m, grad_in, need_grad_in);
-        });
+        // ReLU's own backward, in a pass of its own (applied inside this layer's sums, the mask became a
+        // branch per value there and they ran 7x slower), into grad_in, which this layer's backward then
+        // overwrites in place; into scratch only when no input gradient is wanted.
+        Tensor<T>& masked = need_grad_in ? grad_in : masked_;
+        ReLU<T>().backward(out, out, grad_out, masked, true);
+        const T* m = masked.data();
+        detail::with_avx2([&] { backward_impl(in, m, grad_in, need_grad_in); });
     }
 
     std::unique_ptr<Layer<T>> clone() const override {
@@ -149,39 +139,40 @@ private:
         passes_.size_for(inner);
         const T* x = in.data();
         T* y = out.data();
+        double* const mean = passes_.mean();
+        double* const invstd = passes_.invstd();
         training_ = training;
         if (training) {
             DTRAIN_CHECK(count > 1, name(), ": training needs more than one value per channel, got input ",
                          detail::shape_str(in.shape()),
                          " (a last batch of one sample? drop it with LoaderOptions::drop_last = true, or "
                          "choose a batch size that does not leave one)");
-            passes_.set_statistics(inner, mean_.data(), invstd_.data());
             passes_.sums(
                 n, inner, [&](double, double, std::size_t i) { return double(x[i]); }, nullptr);
             for (std::size_t c = 0; c < c_; ++c)
-                mean_[c] = passes_.sum1(c) / double(count);
-            passes_.set_statistics(inner, mean_.data(), invstd_.data());
+                mean[c] = passes_.sum1(c) / double(count);
+            passes_.statistics_set(inner);
             passes_.sums(
                 n, inner,
-                [&](double mean, double, std::size_t i) {
-                    const double d = double(x[i]) - mean;
+                [&](double mc, double, std::size_t i) {
+                    const double d = double(x[i]) - mc;
                     return d * d;
                 },
                 nullptr);
             const double m = momentum_;
             for (std::size_t c = 0; c < c_; ++c) {
                 const double var = passes_.sum1(c) / double(count);
-                invstd_[c] = 1.0 / std::sqrt(var + eps_);
-                rmean_[c] = T((1.0 - m) * double(rmean_[c]) + m * mean_[c]);
+                invstd[c] = 1.0 / std::sqrt(var + eps_);
+                rmean_[c] = T((1.0 - m) * double(rmean_[c]) + m * mean[c]);
                 rvar_[c] = T((1.0 - m) * double(rvar_[c]) + m * var * double(count) / double(count - 1));
             }
         } else {
             for (std::size_t c = 0; c < c_; ++c) {
-                mean_[c] = double(rmean_[c]);
-                invstd_[c] = 1.0 / std::sqrt(double(rvar_[c]) + eps_);
+                mean[c] = double(rmean_[c]);
+                invstd[c] = 1.0 / std::sqrt(double(rvar_[c]) + eps_);
             }
         }
-        passes_.set_statistics(inner, mean_.data(), invstd_.data());  // also for the backward's sums
+        passes_.statistics_set(inner);  // also for the backward's sums
         // y = (x - mean) * a + beta per channel, a = gamma * invstd: centred before it is scaled, the mean
         // split into hi = T(mean) and lo = mean - hi, y = (x - hi) * a + (beta - lo * a). Where x lies near a
         // mean that is large against the spread, x - hi is exact, so the result keeps the digits that
@@ -189,24 +180,25 @@ private:
         passes_.template elementwise<3>(
             n, inner,
             [&](std::size_t c) {
-                const T hi = T(mean_[c]);
-                const double a = double(gamma_[c]) * invstd_[c];
-                return std::array<T, 3>{T(a), hi, T(double(beta_[c]) - (mean_[c] - double(hi)) * a)};
+                const T hi = T(mean[c]);
+                const double a = double(gamma_[c]) * invstd[c];
+                return std::array<T, 3>{T(a), hi, T(double(beta_[c]) - (mean[c] - double(hi)) * a)};
             },
             [&](std::size_t i, const auto& k) { y[i] = act((x[i] - k(1)) * k(0) + k(2)); });
     }
 
-    // Adds dgamma and dbeta and, when need_grad_in, writes dx, given g = dLoss/dy (of in's shape).
+    // Adds dgamma and dbeta and, when need_grad_in, writes dx, given g = dLoss/dy (of in's shape; it may be
+    // grad_in's own data, which dx then overwrites value by value).
     void backward_impl(const Tensor<T>& in, const T* g, Tensor<T>& grad_in, bool need_grad_in) {
         const auto [n, inner] = dims(in);
         const std::size_t count = n * inner;
         const T* x = in.data();
+        const double* const mean = passes_.mean();
+        const double* const invstd = passes_.invstd();
         // sum1 = sum(dy), sum2 = sum(dy * xhat) per channel
         passes_.sums(
             n, inner, [&](double, double, std::size_t i) { return double(g[i]); },
-            [&](double mean, double invstd, std::size_t i) {
-                return double(g[i]) * (double(x[i]) - mean) * invstd;
-            });
+            [&](double mc, double ic, std::size_t i) { return double(g[i]) * (double(x[i]) - mc) * ic; });
         for (std::size_t c = 0; c < c_; ++c) {
             dgamma_[c] += T(passes_.sum2(c));
             dbeta_[c] += T(passes_.sum1(c));
@@ -221,14 +213,14 @@ private:
             passes_.template elementwise<4>(
                 n, inner,
                 [&](std::size_t c) {
-                    const double k = double(gamma_[c]) * invstd_[c];
+                    const double k = double(gamma_[c]) * invstd[c];
                     const double s1 = passes_.sum1(c) / double(count), s2 = passes_.sum2(c) / double(count);
-                    return std::array<T, 4>{T(k), T(k * s1), T(k * invstd_[c] * s2), T(mean_[c])};
+                    return std::array<T, 4>{T(k), T(k * s1), T(k * invstd[c] * s2), T(mean[c])};
                 },
                 [&](std::size_t i, const auto& k) { d[i] = k(0) * g[i] - k(1) - (x[i] - k(3)) * k(2); });
         } else {
             passes_.template elementwise<1>(
-                n, inner, [&](std::size_t c) { return std::array<T, 1>{T(double(gamma_[c]) * invstd_[c])}; },
+                n, inner, [&](std::size_t c) { return std::array<T, 1>{T(double(gamma_[c]) * invstd[c])}; },
                 [&](std::size_t i, const auto& k) { d[i] = g[i] * k(0); });
         }
     }
@@ -259,9 +251,8 @@ private:
     T* rmean_ = nullptr;
     T* rvar_ = nullptr;
     bool training_ = true;
-    std::vector<double> mean_, invstd_;  // statistics used by the last forward
-    detail::ChannelPasses<T> passes_;
-    Tensor<T> masked_;  // backward_with_next(): the gradient masked by the ReLU
+    detail::ChannelPasses<T> passes_;  // also the statistics of the last forward
+    Tensor<T> masked_;                 // backward_with_next() without an input gradient: the masked gradient
 };
 
 /// Batch normalisation of [batch, features]; see BatchNorm.

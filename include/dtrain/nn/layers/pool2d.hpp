@@ -204,9 +204,7 @@ public:
     /// so masked, routed as backward() routes it.
     void backward_with_previous(const Tensor<T>& in, const Tensor<T>& out, const Tensor<T>& grad_out,
                                 Tensor<T>& grad_in) override {
-        ensure_shape(masked_, grad_out.shape());
-        for (std::size_t i = 0; i < grad_out.size(); ++i)
-            masked_.data()[i] = detail::ReluFn::grad(out.data()[i], out.data()[i], grad_out.data()[i]);
+        ReLU<T>().backward(out, out, grad_out, masked_, true);  // ReLU's own backward, `out` for its input
         backward(in, out, masked_, grad_in, true);
     }
 

@@ -25,6 +25,8 @@ public:
     /// For `channels` channels.
     explicit ChannelPasses(std::size_t channels)
         : c_(channels),
+          mean_(channels),
+          invstd_(channels),
           sum1_(channels),
           sum2_(channels),
           lane1_(channels * lanes),
@@ -38,18 +40,21 @@ public:
         if (stat_.size() < 2 * b) stat_.resize(2 * b), coef_.resize(4 * b);
     }
 
-    /// Makes mean[c] and invstd[c] (arrays of C) the values sums() passes to its functions for channel c
-    /// from now on. Call after size_for(), and again whenever they change.
-    void set_statistics(std::size_t inner, const double* mean, const double* invstd) {
-        mean_ = mean;
-        invstd_ = invstd;
+    /// The per-channel mean [C] that sums() passes to its functions (set it, then call statistics_set()).
+    double* mean() noexcept { return mean_.data(); }
+    /// The per-channel inverse standard deviation [C] that sums() passes to its functions.
+    double* invstd() noexcept { return invstd_.data(); }
+
+    /// Makes the values of mean() and invstd() those that sums() passes from now on: call after size_for()
+    /// and after changing them, before a sums() whose functions use them.
+    void statistics_set(std::size_t inner) {
         if (!blockwise(inner)) return;
-        spread(stat_.data(), inner, [&](std::size_t c) { return mean[c]; });
-        spread(stat_.data() + c_ * inner, inner, [&](std::size_t c) { return invstd[c]; });
+        spread(stat_.data(), inner, [&](std::size_t c) { return mean_[c]; });
+        spread(stat_.data() + c_ * inner, inner, [&](std::size_t c) { return invstd_[c]; });
     }
 
     /// Sets sum1(c) (and sum2(c), unless f2 is nullptr) to the sums of f1(mean, invstd, i) (and f2) over
-    /// channel c's values i (flat indices), in double, with the channel's statistics of set_statistics().
+    /// channel c's values i (flat indices), in double, with the channel's statistics of statistics_set().
     /// The order is fixed (the same result on every call): blockwise, each value of a block is summed over
     /// the samples and then each channel's values in order; otherwise each row of one channel in 8
     /// interleaved partial sums, added lane by lane into 8 per channel that are added up at the end.
@@ -150,8 +155,7 @@ private:
     static constexpr std::size_t lanes = 8;
     static constexpr std::size_t block_max = 512;  // largest block of C * inner values taken blockwise
     std::size_t c_;
-    const double* mean_ = nullptr;  // set_statistics()'s, [C]
-    const double* invstd_ = nullptr;
+    std::vector<double> mean_, invstd_;    // the statistics sums() passes, [C]
     std::vector<double> sum1_, sum2_;      // sums()' results, [C]
     AlignedVector<double> lane1_, lane2_;  // sums()' partial sums, [C][lanes] or (blockwise) [C * inner]
     AlignedVector<double> stat_;           // blockwise: mean and invstd per value of a block, [2][C * inner]
