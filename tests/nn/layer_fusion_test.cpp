@@ -308,6 +308,24 @@ TEST_CASE("Sequential runs a BatchNorm and the ReLU after it as one: bitwise the
     }
 }
 
+TEST_CASE("Sequential::runs_with_next() names the first layer of each pair it runs that way",
+          "[nn][fusion][sequential]") {
+    Sequential<float> seq;
+    seq.add(std::make_unique<BatchNorm2d<float>>(3));
+    seq.add(std::make_unique<ReLU<float>>());
+    seq.add(std::make_unique<BatchNorm2d<float>>(3));
+    seq.add(std::make_unique<Tanh<float>>());          // not a ReLU: not fused
+    seq.add(std::make_unique<BatchNorm2d<float>>(3));  // last: nothing after it to fuse
+    CHECK(seq.runs_with_next(0) == dynamic_cast<dtrain::FusesWithNext<float>*>(&seq.layer(0)));
+    CHECK(seq.runs_with_next(0) != nullptr);
+    for (std::size_t i = 1; i < seq.num_layers(); ++i) {
+        INFO("layer " << i);
+        CHECK(seq.runs_with_next(i) == nullptr);
+    }
+    CHECK_THROWS_WITH(seq.runs_with_next(5),
+                      Catch::Contains("runs_with_next: index 5 out of range (5 layers)"));
+}
+
 TEST_CASE("A Residual block fuses its BatchNorm and ReLU pairs: bitwise its children one by one",
           "[nn][fusion][sequential]") {
     Rng rng(19);

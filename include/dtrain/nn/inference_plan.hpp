@@ -54,7 +54,7 @@ public:
                 pool->forward_with_previous(*cur, out, false);
                 cur = &out;
                 i += 2;
-            } else if (FusesWithNext<T>* pair = fuses_with_next(seq, i)) {
+            } else if (FusesWithNext<T>* pair = seq.runs_with_next(i)) {
                 Tensor<T>& out = fused_[next_fused_ ^= 1];
                 pair->forward_with_next(*cur, out, false);
                 cur = &out;
@@ -96,13 +96,6 @@ public:
     }
 
 private:
-    /// Layer i of `seq` when it runs itself and layer i + 1 as one pass (FusesWithNext, runs_fused()).
-    static FusesWithNext<T>* fuses_with_next(Sequential<T>& seq, std::size_t i) {
-        if (i + 1 >= seq.num_layers()) return nullptr;
-        auto* pair = dynamic_cast<FusesWithNext<T>*>(&seq.layer(i));
-        return runs_fused(seq.layer(i), seq.layer(i + 1), pair) ? pair : nullptr;
-    }
-
     // True when layer i + 1 of `seq` is a ReLU<float> (which a run takes with the Dense at i).
     static bool relu_follows(Sequential<T>& seq, std::size_t i) {
         return i + 1 < seq.num_layers() && dynamic_cast<const ReLU<float>*>(&seq.layer(i + 1)) != nullptr;

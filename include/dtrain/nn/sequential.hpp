@@ -151,6 +151,14 @@ public:
         return reporting_[i];
     }
 
+    /// Layer `i` when forward() runs it and layer i + 1 as one pass by its FusesWithNext interface, else
+    /// null (also where layer i + 1 runs the pair, FusesWithPrevious); checked as layer(i).
+    FusesWithNext<T>* runs_with_next(std::size_t i) const {
+        DTRAIN_CHECK(i < layers_.size(), owner_, "::runs_with_next: index ", i, " out of range (",
+                     layers_.size(), " layers)");
+        return fusion(i) == run_by_first ? fusing_next_[i] : nullptr;
+    }
+
     /// The layers' names joined by ", " (layer 0 first).
     std::string names() const {
         std::string s;
